@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The whole GPU check in one command, for the GPU machine:
+#   scripts/gpu-check.sh OUTDIR [stages...]
+# stages (default: build test sanitize bench): build, test (full GoogleTest suite and the
+# `tally reduce` check against numpy), sanitize
+# (compute-sanitizer memcheck/racecheck/synccheck/initcheck on the tests at small sizes), bench
+# (tally info + tally bench core), tune (tally bench tune). Logs and JSON land in OUTDIR.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: scripts/gpu-check.sh OUTDIR [stages...]}
+shift
+mkdir -p "$out"
+stages=${*:-build test sanitize bench}
+export PATH="/usr/local/cuda/bin:$PATH"
+status=0
+has() { [[ " $stages " == *" $1 "* ]]; }
+step() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$out/summary.txt"; }
+bin=build/dev
+
+if has build; then
+  step build
+  { nvidia-smi; TALLY_SKIP_SETUP=1 TALLY_JOBS=$(nproc) bash scripts/build.sh dev; } >"$out/build.log" 2>&1 \
+    || { status=1; tail -40 "$out/build.log"; }
+fi
+if has test; then
+  step test
+  "$bin/tally_tests" --gtest_brief=1 >"$out/tests.log" 2>&1 || status=1
+  "$bin/tally_plain_cxx" >>"$out/tests.log" 2>&1 || status=1
+  tail -5 "$out/tests.log" | tee -a "$out/summary.txt"
+  grep -E "FAILED|Failure" "$out/tests.log" | head -20
+fi
+if has test; then
+  step "cli: tally reduce against numpy"
+  python3 scripts/cli-check.py "$bin/tally" /tmp/tally-cli-check >>"$out/tests.log" 2>&1 || status=1
+  tail -1 "$out/tests.log" | tee -a "$out/summary.txt"
+fi
+if has sanitize; then
+  for tool in memcheck racecheck synccheck initcheck; do
+    step "compute-sanitizer --tool $tool"
+    TALLY_TEST_SMALL=1 TALLY_UNDER_SANITIZER=1 timeout 240 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+      "$bin/tally_tests" --gtest_brief=1 --gtest_filter="${TALLY_SANITIZE_FILTER:-*Gpu*:-LargeGpu.*}" \
+      >"$out/sanitize-$tool.txt" 2>&1
+    rc=$?
+    echo "$tool rc=$rc $(grep -E 'SUMMARY' "$out/sanitize-$tool.txt" | tail -1)" | tee -a "$out/summary.txt"
+    [ $rc = 0 ] || status=1
+  done
+  cat "$out"/sanitize-*.txt >"$out/sanitize.log"; rm -f "$out"/sanitize-*.txt
+fi
+if has bench; then
+  step bench
+  "$bin/tally" info | tee -a "$out/summary.txt"
+  "$bin/tally" bench core ${TALLY_BENCH_ARGS:-} --json "$out/bench-core.json" --md "$out/bench-core.md" \
+    >/dev/null 2>>"$out/progress.log" || status=1
+  tail -3 "$out/progress.log"
+fi
+if has tune; then
+  step tune
+  "$bin/tally" bench tune ${TALLY_TUNE_ARGS:-} --json "$out/tune.json" >/dev/null \
+    2>>"$out/progress.log" || status=1
+  tail -3 "$out/progress.log"
+fi
+step "done status=$status"
+exit $status

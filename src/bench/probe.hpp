@@ -1,0 +1,31 @@
+// The device's measured read ceiling, and random inputs for benchmarks and tests.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tally/tally.hpp"
+
+namespace tally::bench {
+
+struct ceiling {
+  double read_gbps = 0;        // best read-only probe, 16-byte loads, over several grid shapes
+  double theoretical_gbps = 0; // 2 x memory clock x bus width
+  std::size_t probe_bytes = 0;
+};
+
+// Reads a buffer of `bytes` (>= 4x L2) with a read-only probe kernel; the best median over
+// grid shapes of 2..32 blocks per SM. Measured once per process (cached).
+ceiling measure_ceiling(std::size_t bytes = std::size_t(2) << 30);
+
+// Fills d_data with n pseudo-random elements of dtype t (a hash of index and seed):
+// floats uniform in [lo, hi), integers uniform in [lo, hi] (truncated toward zero).
+void fill_random(void* d_data, std::uint64_t n, dtype t, std::uint64_t seed, double lo, double hi,
+                 cudaStream_t stream = nullptr);
+
+// Fills every byte of [d, d + bytes) with a value derived from seed (for poisoning).
+void fill_bytes(void* d, std::size_t bytes, unsigned char value, cudaStream_t stream = nullptr);
+
+}  // namespace tally::bench

@@ -1,0 +1,56 @@
+// Warp and block reductions in a fixed order, so a float result is the same bits every run.
+//
+//   block_reduce<op_sum<float>, 256>(v): 256 per-thread values -> their sum in thread 0
+#pragma once
+
+#include <cstdint>
+
+namespace tally::core {
+
+// Shuffle any trivially copyable accumulator by 32-bit words.
+template <class A>
+__device__ __forceinline__ A shfl_down(A v, int offset) {
+  static_assert(sizeof(A) % 4 == 0, "accumulators are whole 32-bit words");
+  constexpr int W = sizeof(A) / 4;
+  std::uint32_t w[W];
+  __builtin_memcpy(w, &v, sizeof(A));
+#pragma unroll
+  for (int k = 0; k < W; ++k) w[k] = __shfl_down_sync(0xffffffffu, w[k], offset);
+  A r;
+  __builtin_memcpy(&r, w, sizeof(A));
+  return r;
+}
+
+// Lane 0 ends with the combination of the warp's 32 values (tree: lanes i and i+16, ...).
+template <class Op>
+__device__ __forceinline__ typename Op::acc_type warp_reduce(typename Op::acc_type v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v = Op::combine(v, shfl_down(v, offset));
+  return v;
+}
+
+// Thread 0 ends with the combination of all BLOCK threads' values. Every thread must call it.
+// The shared scratch is reused on a second call only after the barrier at its start.
+template <class Op, int BLOCK>
+__device__ __forceinline__ typename Op::acc_type block_reduce(typename Op::acc_type v) {
+  static_assert(BLOCK % 32 == 0 && BLOCK <= 1024, "block size is whole warps, at most 1024");
+  using Acc = typename Op::acc_type;
+  constexpr int kWarps = BLOCK / 32;
+  __shared__ Acc warp_partials[kWarps];
+  v = warp_reduce<Op>(v);
+  if constexpr (kWarps == 1) {
+    return v;
+  } else {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    __syncthreads();  // an earlier call's readers are done with warp_partials
+    if (lane == 0) warp_partials[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+      v = lane < kWarps ? warp_partials[lane] : Op::identity();
+      v = warp_reduce<Op>(v);
+    }
+    return v;
+  }
+}
+
+}  // namespace tally::core

@@ -1,0 +1,164 @@
+#include "context.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+namespace tally::core {
+
+[[noreturn]] void throw_cuda(cudaError_t e, const char* what) {
+  (void)cudaGetLastError();  // clear a non-sticky error so the next call starts clean
+  throw error(std::string("tally: ") + what + " failed: " + cudaGetErrorName(e) + ": " +
+              cudaGetErrorString(e));
+}
+
+namespace {
+
+constexpr int kMaxDevices = 64;
+
+struct stream_key {
+  cudaStream_t stream;
+  std::thread::id thread;  // cudaStreamPerThread is a different stream on every thread
+  bool operator==(const stream_key& o) const { return stream == o.stream && thread == o.thread; }
+};
+struct stream_key_hash {
+  std::size_t operator()(const stream_key& k) const {
+    return std::hash<const void*>()(k.stream) ^ (std::hash<std::thread::id>()(k.thread) << 1);
+  }
+};
+
+struct device_slot {
+  std::once_flag once;
+  device_context ctx;
+  std::string init_error;
+  std::mutex mutex;
+  cudaStream_t setup_stream = nullptr;  // non-blocking: zeroing a workspace never waits on others
+  std::unordered_map<stream_key, std::unique_ptr<workspace>, stream_key_hash> workspaces;
+};
+device_slot g_devices[kMaxDevices];
+
+void init_device(device_slot& slot, int ordinal) {
+  device_context& c = slot.ctx;
+  cudaDeviceProp p{};
+  check_cuda(cudaGetDeviceProperties(&p, ordinal), "cudaGetDeviceProperties");
+  c.ordinal = ordinal;
+  c.sm_count = p.multiProcessorCount;
+  c.max_threads_per_sm = p.maxThreadsPerMultiProcessor;
+  device_info& d = c.info;
+  d.ordinal = ordinal;
+  d.name = p.name;
+  d.sm_count = p.multiProcessorCount;
+  d.cc_major = p.major;
+  d.cc_minor = p.minor;
+  d.l2_bytes = static_cast<std::size_t>(p.l2CacheSize);
+  d.global_mem_bytes = p.totalGlobalMem;
+  int clock_khz = 0, bus_bits = 0;
+  check_cuda(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, ordinal),
+             "cudaDeviceGetAttribute(memory clock)");
+  check_cuda(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, ordinal),
+             "cudaDeviceGetAttribute(bus width)");
+  d.mem_clock_khz = clock_khz;
+  d.bus_width_bits = bus_bits;
+  d.theoretical_gbps = 2.0 * clock_khz * 1e3 * (bus_bits / 8.0) / 1e9;
+  check_cuda(cudaStreamCreateWithFlags(&slot.setup_stream, cudaStreamNonBlocking),
+             "cudaStreamCreateWithFlags(workspace set-up stream)");
+}
+
+int current_ordinal() {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    (void)cudaGetLastError();
+    throw error(std::string("tally: no CUDA GPU is available (cudaGetDeviceCount: ") +
+                (e == cudaSuccess ? "0 devices" : cudaGetErrorString(e)) + ")");
+  }
+  int dev = 0;
+  check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
+  if (dev < 0 || dev >= kMaxDevices) throw error("tally: device ordinal out of range");
+  return dev;
+}
+
+// Allocation is not a stream operation, but in a stream being captured in global mode the
+// runtime refuses it unless this thread relaxes its capture mode for the duration.
+struct relaxed_capture {
+  cudaStreamCaptureMode old = cudaStreamCaptureModeRelaxed;
+  relaxed_capture() { cudaThreadExchangeStreamCaptureMode(&old); }
+  ~relaxed_capture() { cudaThreadExchangeStreamCaptureMode(&old); }
+};
+
+std::unique_ptr<workspace> make_workspace(device_slot& slot) {
+  relaxed_capture guard;
+  auto w = std::make_unique<workspace>();
+  const std::size_t partial_bytes = std::size_t(kMaxBlocks) * kMaxAccBytes;
+  char* base = nullptr;
+  check_cuda(cudaMalloc(reinterpret_cast<void**>(&base), partial_bytes + 256),
+             "cudaMalloc(tally stream workspace)");
+  w->d_partials = base;
+  w->d_counter = reinterpret_cast<unsigned int*>(base + partial_bytes);
+  w->d_result = base + partial_bytes + 128;
+  cudaError_t e = cudaMemsetAsync(base + partial_bytes, 0, 256, slot.setup_stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(slot.setup_stream);
+  if (e == cudaSuccess) e = cudaMallocHost(&w->h_result, 16);
+  if (e != cudaSuccess) {
+    cudaFree(base);
+    throw_cuda(e, "initialising the tally stream workspace");
+  }
+  return w;
+}
+
+}  // namespace
+
+const device_context& current_context() {
+  const int dev = current_ordinal();
+  device_slot& slot = g_devices[dev];
+  std::call_once(slot.once, [&] {
+    try {
+      init_device(slot, dev);
+    } catch (const error& e) {
+      slot.init_error = e.what();
+    }
+  });
+  if (!slot.init_error.empty()) throw error(slot.init_error);
+  return slot.ctx;
+}
+
+workspace& stream_workspace(const device_context& dev, cudaStream_t stream) {
+  const stream_key key{stream, stream == cudaStreamPerThread ? std::this_thread::get_id()
+                                                             : std::thread::id()};
+  // One-entry cache per thread: a loop of calls on one stream takes no lock.
+  thread_local int cached_dev = -1;
+  thread_local stream_key cached_key{};
+  thread_local workspace* cached = nullptr;
+  if (cached && cached_dev == dev.ordinal && cached_key == key) return *cached;
+
+  device_slot& slot = g_devices[dev.ordinal];
+  std::lock_guard<std::mutex> lock(slot.mutex);
+  auto it = slot.workspaces.find(key);
+  if (it == slot.workspaces.end()) it = slot.workspaces.emplace(key, make_workspace(slot)).first;
+  cached_dev = dev.ordinal;
+  cached_key = key;
+  cached = it->second.get();
+  return *cached;
+}
+
+namespace {
+thread_local launch_record t_last;
+const bool g_debug_launch = [] {
+  const char* v = std::getenv("TALLY_DEBUG_LAUNCH");
+  return v && *v && *v != '0';
+}();
+}  // namespace
+
+void record_launch(const launch_record& r) {
+  t_last = r;
+  if (g_debug_launch)
+    std::fprintf(stderr, "tally: launch n=%llu elem_bytes=%u grid=%u block=%u resident=%u\n",
+                 static_cast<unsigned long long>(r.n), r.elem_bytes, r.blocks, r.block, r.resident);
+}
+launch_record last_launch() { return t_last; }
+
+}  // namespace tally::core

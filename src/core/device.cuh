@@ -1,0 +1,156 @@
+// The single-pass device-wide reduction: one launch for every size.
+//
+// Each block reduces one contiguous range of the aligned body with 16-byte loads, UNROLL of them
+// in flight per thread into UNROLL independent accumulators. A grid of one block writes the
+// result directly. A larger grid writes one partial per block; the last block to arrive (an
+// acquire-release counter that wraps back to zero for the next call) combines the partials in
+// block order. Every combine order is fixed by n and the grid, so results are bitwise repeatable.
+//
+//   reduce_kernel<float, op_sum<float>, 512, 8><<<1, 512>>>(x, 3, out, ...)  // x = {1,2,3} -> 6
+#pragma once
+
+#include <cstdint>
+
+#include "block.cuh"
+#include "load.cuh"
+#include "ops.cuh"
+
+namespace tally::core {
+
+template <class T, class Op>
+struct reduce_args {
+  const T* d_in;
+  std::uint64_t n;
+  typename Op::out_type* d_out;
+  typename Op::acc_type* d_partials;  // one per block when gridDim.x > 1
+  unsigned int* d_counter;            // zero between calls
+};
+
+// Programmatic dependent launch: wait for the previous kernel in the stream to finish (its
+// writes visible), and let the next one start launching while this one runs.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// atomicInc with acquire-release ordering at device scope: publishes this block's partial and,
+// for the last block, makes every other block's partial visible. Wraps to 0 after `limit`.
+__device__ __forceinline__ unsigned int atomic_inc_acq_rel(unsigned int* p, unsigned int limit) {
+  unsigned int old;
+  asm volatile("atom.acq_rel.gpu.global.inc.u32 %0, [%1], %2;"
+               : "=r"(old)
+               : "l"(p), "r"(limit)
+               : "memory");
+  return old;
+}
+
+// Load that bypasses L1 (which is not coherent across SMs), for the partials of other blocks.
+template <class A>
+__device__ __forceinline__ A load_cg(const A* p) {
+  static_assert(sizeof(A) % 4 == 0);
+  constexpr int W = sizeof(A) / 4;
+  std::uint32_t w[W];
+#pragma unroll
+  for (int k = 0; k < W; ++k) w[k] = __ldcg(reinterpret_cast<const unsigned int*>(p) + k);
+  A r;
+  __builtin_memcpy(&r, w, sizeof(A));
+  return r;
+}
+
+// Combine UNROLL accumulators pairwise in a fixed tree.
+template <class Op, int N>
+__device__ __forceinline__ typename Op::acc_type combine_all(const typename Op::acc_type (&a)[N]) {
+  if constexpr (N == 1) {
+    return a[0];
+  } else {
+    typename Op::acc_type t[N / 2 + N % 2];
+#pragma unroll
+    for (int k = 0; k < N / 2; ++k) t[k] = Op::combine(a[2 * k], a[2 * k + 1]);
+    if constexpr (N % 2) t[N / 2] = a[N - 1];
+    return combine_all<Op, N / 2 + N % 2>(t);
+  }
+}
+
+// The per-block part: this block's share of the input reduced into thread 0's return value.
+template <class T, class Op, int BLOCK, int UNROLL, load_hint H, layout L>
+__device__ __forceinline__ typename Op::acc_type reduce_block_range(const T* __restrict__ d_in,
+                                                                    std::uint64_t n,
+                                                                    unsigned int block,
+                                                                    unsigned int blocks) {
+  using Acc = typename Op::acc_type;
+  using V = vec16<T>;
+  const split16 s = split_input(d_in, n);
+  const V* __restrict__ d_vec = reinterpret_cast<const V*>(d_in + s.head);
+
+  // contiguous: one range per block, whole 128-byte lines (8 vectors) so warps stay aligned.
+  // strided: thread i of block b reads vectors b*BLOCK + i, then every blocks*BLOCK further.
+  std::uint64_t i, end, stride;
+  if constexpr (L == layout::contiguous) {
+    std::uint64_t per = (s.nvec + blocks - 1) / blocks;
+    per = (per + 7) & ~std::uint64_t(7);
+    const std::uint64_t beg = per * block < s.nvec ? per * block : s.nvec;
+    end = beg + per < s.nvec ? beg + per : s.nvec;
+    i = beg + threadIdx.x;
+    stride = BLOCK;
+  } else {
+    end = s.nvec;
+    i = std::uint64_t(block) * BLOCK + threadIdx.x;
+    stride = std::uint64_t(blocks) * BLOCK;
+  }
+
+  Acc acc[UNROLL];
+#pragma unroll
+  for (int u = 0; u < UNROLL; ++u) acc[u] = Op::identity();
+
+  for (; i + (UNROLL - 1) * stride < end; i += UNROLL * stride) {
+    V v[UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) v[u] = load_vec<H>(d_vec + i + u * stride);
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) acc[u] = fold_vec<Op>(acc[u], v[u]);
+  }
+#pragma unroll
+  for (int u = 0; u < UNROLL - 1; ++u) {
+    if (i < end) acc[u] = fold_vec<Op>(acc[u], load_vec<H>(d_vec + i));
+    i += stride;
+  }
+
+  // Scalar head and tail (fewer than 16 elements each) go to the last block.
+  if (block == blocks - 1) {
+    if (threadIdx.x < s.head) acc[0] = Op::combine(acc[0], Op::transform(d_in[threadIdx.x]));
+    const std::uint64_t t = s.tail_begin + threadIdx.x;
+    if (t < n) acc[UNROLL - 1] = Op::combine(acc[UNROLL - 1], Op::transform(d_in[t]));
+  }
+  return block_reduce<Op, BLOCK>(combine_all<Op, UNROLL>(acc));
+}
+
+template <class T, class Op, int BLOCK, int UNROLL, load_hint H, layout L, int MIN_BLOCKS>
+__global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) reduce_kernel(reduce_args<T, Op> a) {
+  using Acc = typename Op::acc_type;
+  pdl_wait();
+  pdl_launch_dependents();
+  const Acc v = reduce_block_range<T, Op, BLOCK, UNROLL, H, L>(a.d_in, a.n, blockIdx.x, gridDim.x);
+  if (gridDim.x == 1) {  // one block: no partials, no fences
+    if (threadIdx.x == 0) *a.d_out = Op::finalize(v);
+    return;
+  }
+  __shared__ bool is_last;
+  if (threadIdx.x == 0) {
+    a.d_partials[blockIdx.x] = v;
+    is_last = atomic_inc_acq_rel(a.d_counter, gridDim.x - 1) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!is_last) return;
+  Acc p = Op::identity();
+  for (unsigned int b = threadIdx.x; b < gridDim.x; b += BLOCK) p = Op::combine(p, load_cg(a.d_partials + b));
+  p = block_reduce<Op, BLOCK>(p);
+  if (threadIdx.x == 0) *a.d_out = Op::finalize(p);
+}
+
+}  // namespace tally::core

@@ -1,0 +1,4 @@
+// Kernels and launchers for double elements.
+#include "launch.cuh"
+
+TALLY_INSTANTIATE_LAUNCHERS(double)

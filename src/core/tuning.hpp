@@ -1,0 +1,74 @@
+// Tuning: plain data per element size, each constant with the measurement behind it, and the
+// grid rule that uses them. Host code (tests, the launcher) and device code share this file.
+// Re-measure with `tally bench tune` when the kernel changes.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+namespace tally::core {
+
+// How the body's 16-byte vectors are loaded (see load.cuh).
+enum class load_hint { ldg, stream };
+// How the body is shared among blocks: `contiguous`, one range per block; `strided`, grid-stride
+// by whole blocks (at any moment the grid reads one contiguous window).
+enum class layout { contiguous, strided };
+
+// Elements of 1, 2 and 4 bytes. Measured on an H100 (132 SMs, read ceiling 3079-3083 GB/s) with
+// `tally bench tune`, f32 and i32 sums, graph replay:
+//   - 512 threads x 4 loads of 16 bytes, grid-stride by whole blocks, 2 blocks/SM: 3099 GB/s for
+//     f32 and 3096 for i32 at 2^30 (contiguous ranges per block: 2998-3084; 256 x 8: 3098 only at
+//     3 blocks/SM and 2738 at 2; 1024 x 4: 3098; 512 x 8: 3099).
+//   - the L1::no_allocate + L2::256B hint and plain __ldg measured the same (3099 both); kept.
+//   - one block up to 2^14 f32 (1.17-1.63 us; two blocks at 2^14: 2.36 us).
+template <int ElemBytes>
+struct tuning {
+  static constexpr int block = 512;
+  static constexpr int unroll = 4;
+  static constexpr load_hint hint = load_hint::stream;
+  static constexpr layout split = layout::strided;
+  static constexpr int min_blocks = 1;  // __launch_bounds__ minimum blocks per SM
+  // One block (no partials, no atomics) while n <= this many rounds of block x unroll vectors.
+  static constexpr int single_block_rounds = 2;
+  // Above that, enough blocks for about this many vectors per thread (f32: 16 blocks at 2^16
+  // took 2.36 us, 64 at 2^18 2.48 us, 256 at 2^20 3.11 us; 1 or 8 blocks were slower).
+  static constexpr int vectors_per_thread = 2;
+};
+
+// 8-byte elements: 512 x 8 loads, one block per SM (the occupancy limit), grid-stride: 3100
+// GB/s for f64 at 2^29 (512 x 4 at 2 blocks/SM: 3098; contiguous ranges: 3037-3041).
+template <>
+struct tuning<8> {
+  static constexpr int block = 512;
+  static constexpr int unroll = 8;
+  static constexpr load_hint hint = load_hint::stream;
+  static constexpr layout split = layout::strided;
+  static constexpr int min_blocks = 1;
+  static constexpr int single_block_rounds = 2;  // one block up to 2^14 f64
+  static constexpr int vectors_per_thread = 2;
+};
+
+// Inputs up to this size run with at most one block per SM. Inputs that sit in L2 ran up to 40%
+// slower with 2 blocks per SM than with 1 (f64 2^22: 10.4 us against 7.2-8.4 us; i32 2^22: 6.4
+// against 4.8), and a partly filled SM (2 blocks where 3 fit) spreads blocks unevenly; from
+// 256 MiB up, a full SM reads faster (f32 at 2 blocks/SM 3099 GB/s, at 1 block 3052).
+inline constexpr std::uint64_t kFullGridMinBytes = std::uint64_t(96) << 20;
+
+// Elements one block consumes in one round of loads.
+template <int ElemBytes>
+constexpr std::uint64_t round_elements() {
+  return std::uint64_t(tuning<ElemBytes>::block) * tuning<ElemBytes>::unroll * (16 / ElemBytes);
+}
+
+// Blocks to launch for n elements on `sms` SMs fitting `per_sm` blocks each.
+template <int ElemBytes>
+unsigned int grid_for(std::uint64_t n, std::uint64_t sms, std::uint64_t per_sm, std::uint64_t max_blocks) {
+  using Tu = tuning<ElemBytes>;
+  if (n <= round_elements<ElemBytes>() * Tu::single_block_rounds) return 1;
+  const std::uint64_t per_block = std::uint64_t(Tu::block) * Tu::vectors_per_thread * (16 / ElemBytes);
+  const std::uint64_t want = (n + per_block - 1) / per_block;
+  const std::uint64_t cap = n * ElemBytes >= kFullGridMinBytes ? sms * per_sm : sms;
+  return static_cast<unsigned int>(std::min({want, cap, max_blocks}));
+}
+
+}  // namespace tally::core

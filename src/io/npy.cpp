@@ -1,0 +1,204 @@
+#include "io/npy.hpp"
+
+#include <cctype>
+#include <cstring>
+#include <fstream>
+
+namespace tally::io {
+namespace {
+
+[[noreturn]] void fail(const std::string& what) { throw error("npy: " + what); }
+
+struct descr_row {
+  const char* descr;
+  dtype type;
+};
+// '<' little-endian, '|' not applicable (one byte), '=' native (little-endian on x86-64 and Arm).
+constexpr descr_row kDescrs[] = {
+    {"b1", dtype::b8},  {"i1", dtype::i8},  {"u1", dtype::u8},  {"i2", dtype::i16},
+    {"u2", dtype::u16}, {"i4", dtype::i32}, {"u4", dtype::u32}, {"i8", dtype::i64},
+    {"u8", dtype::u64}, {"f4", dtype::f32}, {"f8", dtype::f64}};
+
+void skip_ws(const std::string& s, std::size_t& i) {
+  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+}
+
+std::string parse_quoted(const std::string& s, std::size_t& i) {
+  skip_ws(s, i);
+  if (i >= s.size() || (s[i] != '\'' && s[i] != '"')) fail("malformed header: expected a quoted string");
+  const char q = s[i++];
+  const std::size_t end = s.find(q, i);
+  if (end == std::string::npos) fail("malformed header: unterminated string");
+  std::string r = s.substr(i, end - i);
+  i = end + 1;
+  return r;
+}
+
+void expect(const std::string& s, std::size_t& i, char c) {
+  skip_ws(s, i);
+  if (i >= s.size() || s[i] != c) fail(std::string("malformed header: expected '") + c + "'");
+  ++i;
+}
+
+}  // namespace
+
+std::string npy_descr(dtype t) {
+  for (const auto& r : kDescrs)
+    if (r.type == t) return (dtype_size(t) == 1 ? "|" : "<") + std::string(r.descr);
+  return "?";
+}
+
+npy_header parse_npy_header(const unsigned char* data, std::size_t size) {
+  static const unsigned char magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
+  if (size < 10 || std::memcmp(data, magic, 6) != 0) fail("not a .npy file (bad magic)");
+  const int major = data[6];
+  std::size_t header_len = 0, start = 0;
+  if (major == 1) {
+    header_len = data[8] | (std::size_t(data[9]) << 8);
+    start = 10;
+  } else if (major == 2 || major == 3) {
+    if (size < 12) fail("truncated header");
+    header_len = data[8] | (std::size_t(data[9]) << 8) | (std::size_t(data[10]) << 16) |
+                 (std::size_t(data[11]) << 24);
+    start = 12;
+  } else {
+    fail("unsupported .npy version " + std::to_string(major) + "." + std::to_string(data[7]));
+  }
+  if (start + header_len > size) fail("truncated header");
+  const std::string h(reinterpret_cast<const char*>(data + start), header_len);
+
+  npy_header out;
+  out.data_offset = start + header_len;
+  bool have_descr = false, have_shape = false;
+  std::size_t i = 0;
+  expect(h, i, '{');
+  while (true) {
+    skip_ws(h, i);
+    if (i < h.size() && h[i] == '}') break;
+    const std::string key = parse_quoted(h, i);
+    expect(h, i, ':');
+    skip_ws(h, i);
+    if (key == "descr") {
+      const std::string d = parse_quoted(h, i);
+      if (d.size() < 3) fail("unsupported dtype '" + d + "'");
+      const char order = d[0];
+      const std::string code = d.substr(1);
+      bool found = false;
+      for (const auto& r : kDescrs)
+        if (code == r.descr) {
+          const bool one_byte = dtype_size(r.type) == 1;
+          if (order == '>' && !one_byte)
+            fail("big-endian data ('" + d + "') is not supported; convert with .astype('<" + code + "')");
+          if (order != '<' && order != '=' && order != '|' && !(order == '>' && one_byte))
+            fail("unsupported dtype '" + d + "'");
+          out.type = r.type;
+          found = true;
+        }
+      if (!found) fail("unsupported dtype '" + d + "' (supported: bool, int8..int64, uint8..uint64, float32, float64)");
+      have_descr = true;
+    } else if (key == "fortran_order") {
+      if (h.compare(i, 4, "True") == 0) out.fortran_order = true, i += 4;
+      else if (h.compare(i, 5, "False") == 0) out.fortran_order = false, i += 5;
+      else fail("malformed header: fortran_order is not True or False");
+    } else if (key == "shape") {
+      expect(h, i, '(');
+      out.shape.clear();
+      while (true) {
+        skip_ws(h, i);
+        if (i < h.size() && h[i] == ')') { ++i; break; }
+        if (i >= h.size() || !std::isdigit(static_cast<unsigned char>(h[i]))) fail("malformed header: bad shape");
+        std::uint64_t v = 0;
+        while (i < h.size() && std::isdigit(static_cast<unsigned char>(h[i]))) {
+          const std::uint64_t d = static_cast<std::uint64_t>(h[i++] - '0');
+          if (v > (UINT64_MAX - d) / 10) fail("malformed header: shape overflows");
+          v = v * 10 + d;
+        }
+        out.shape.push_back(v);
+        skip_ws(h, i);
+        if (i < h.size() && h[i] == ',') ++i;
+      }
+      have_shape = true;
+    } else {
+      fail("malformed header: unknown key '" + key + "'");
+    }
+    skip_ws(h, i);
+    if (i < h.size() && h[i] == ',') { ++i; continue; }
+    skip_ws(h, i);
+    if (i < h.size() && h[i] == '}') break;
+    fail("malformed header: expected ',' or '}'");
+  }
+  if (!have_descr) fail("malformed header: no 'descr'");
+  if (!have_shape) fail("malformed header: no 'shape'");
+  out.count = 1;
+  for (std::uint64_t d : out.shape) {
+    if (d != 0 && out.count > UINT64_MAX / d) fail("malformed header: shape overflows");
+    out.count *= d;
+  }
+  return out;
+}
+
+std::vector<unsigned char> make_npy(dtype t, const void* data, std::uint64_t count) {
+  std::string dict = "{'descr': '" + npy_descr(t) + "', 'fortran_order': False, 'shape': (" +
+                     std::to_string(count) + ",), }";
+  std::size_t total = 10 + dict.size() + 1;
+  const std::size_t pad = (64 - total % 64) % 64;
+  dict += std::string(pad, ' ') + "\n";
+  const std::size_t data_bytes = count * dtype_size(t);
+  std::vector<unsigned char> out(10 + dict.size() + data_bytes);
+  const unsigned char lead[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
+                                  static_cast<unsigned char>(dict.size() & 0xff),
+                                  static_cast<unsigned char>(dict.size() >> 8)};
+  std::memcpy(out.data(), lead, sizeof lead);
+  std::memcpy(out.data() + 10, dict.data(), dict.size());
+  if (data_bytes) std::memcpy(out.data() + 10 + dict.size(), data, data_bytes);
+  return out;
+}
+
+namespace {
+std::vector<unsigned char> read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f) throw error("cannot open '" + path + "': " + std::strerror(errno));
+  const std::streamoff size = f.tellg();
+  if (size < 0) throw error("cannot read the size of '" + path + "'");
+  std::vector<unsigned char> buf(static_cast<std::size_t>(size));
+  f.seekg(0);
+  if (size > 0 && !f.read(reinterpret_cast<char*>(buf.data()), size))
+    throw error("reading '" + path + "' failed");
+  return buf;
+}
+}  // namespace
+
+loaded_array read_npy(const std::string& path) {
+  std::vector<unsigned char> buf = read_file(path);
+  npy_header h;
+  try {
+    h = parse_npy_header(buf.data(), buf.size());
+  } catch (const error& e) {
+    throw error("'" + path + "': " + e.what());
+  }
+  const std::size_t es = dtype_size(h.type);
+  const std::size_t have = buf.size() - h.data_offset;
+  if (h.count > (UINT64_MAX / es) || h.count * es > have)
+    throw error("'" + path + "': npy: truncated: the header promises " + std::to_string(h.count) +
+                " elements (" + std::to_string(h.count * es) + " bytes) but only " +
+                std::to_string(have) + " bytes of data follow");
+  if (h.count * es < have)
+    throw error("'" + path + "': npy: malformed: " + std::to_string(have - h.count * es) +
+                " bytes follow the " + std::to_string(h.count) + " elements the header declares");
+  loaded_array a{h.type, h.count, {}};
+  a.bytes.assign(buf.begin() + static_cast<std::ptrdiff_t>(h.data_offset), buf.end());
+  return a;
+}
+
+loaded_array read_raw(const std::string& path, dtype type) {
+  std::vector<unsigned char> buf = read_file(path);
+  const std::size_t es = dtype_size(type);
+  if (es == 0) throw error("raw: unknown dtype");
+  if (buf.size() % es != 0)
+    throw error("'" + path + "': raw: the file's " + std::to_string(buf.size()) +
+                " bytes are not a whole number of " + to_string(type) + " elements (" +
+                std::to_string(es) + " bytes each): truncated or the wrong --dtype");
+  return {type, buf.size() / es, std::move(buf)};
+}
+
+}  // namespace tally::io

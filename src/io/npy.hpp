@@ -1,0 +1,45 @@
+// Reading .npy files and raw binary files for `tally reduce`.
+//
+//   npy_header h = parse_npy_header(bytes);  // "\x93NUMPY\x01\x00..." {'descr': '<f4', ...}
+//   // h.type == dtype::f32, h.count == product of the shape, h.data_offset == 128
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tally/tally.hpp"
+
+namespace tally::io {
+
+struct npy_header {
+  dtype type = dtype::f32;
+  std::uint64_t count = 0;        // elements (product of the shape; 1 for a 0-d array)
+  std::vector<std::uint64_t> shape;
+  bool fortran_order = false;     // irrelevant to a full reduction, recorded for completeness
+  std::size_t data_offset = 0;    // bytes before the data
+};
+
+// Parses the header at the start of `data` (at least the whole header must be there).
+// Throws tally::error naming what is wrong: bad magic, unknown version, malformed dictionary,
+// an unsupported or big-endian dtype.
+npy_header parse_npy_header(const unsigned char* data, std::size_t size);
+
+// The numpy descr string for a dtype ("<f4"), the inverse of what parse accepts.
+std::string npy_descr(dtype t);
+
+// Builds a complete .npy file image (version 1.0) of a 1-d array; used by tests and tools.
+std::vector<unsigned char> make_npy(dtype t, const void* data, std::uint64_t count);
+
+struct loaded_array {
+  dtype type;
+  std::uint64_t count;
+  std::vector<unsigned char> bytes;  // count * dtype_size(type) bytes
+};
+
+// Reads a whole .npy file, checking that the data is exactly as long as the header says.
+loaded_array read_npy(const std::string& path);
+// Reads a raw little-endian file of `type` elements; its size must be a whole number of them.
+loaded_array read_raw(const std::string& path, dtype type);
+
+}  // namespace tally::io

@@ -1,0 +1,146 @@
+// .npy and raw files for `tally reduce`, and the report renderers. No GPU needed.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <functional>
+#include <fstream>
+#include <string>
+
+#include "bench/report.hpp"
+#include "io/npy.hpp"
+#include "support.hpp"
+
+namespace tally::test {
+namespace {
+
+std::string temp_path(const std::string& name) {
+  return ::testing::TempDir() + "tally_" + std::to_string(::getpid()) + "_" + name;
+}
+
+void write_bytes(const std::string& path, const std::vector<unsigned char>& b) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::vector<unsigned char> npy_with_header(const std::string& dict, std::size_t data_bytes) {
+  const unsigned char lead[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
+                                  static_cast<unsigned char>(dict.size()), 0};
+  std::vector<unsigned char> b(10 + dict.size() + data_bytes, 0);
+  std::memcpy(b.data(), lead, 10);
+  std::memcpy(b.data() + 10, dict.data(), dict.size());
+  return b;
+}
+
+std::vector<unsigned char> make_npy_image(dtype t, const std::vector<unsigned char>& data) {
+  return io::make_npy(t, data.data(), data.size() / dtype_size(t));
+}
+
+TEST(NpyCpu, RoundTripEveryDtype) {
+  for (int i = 0; i < kDtypeCount; ++i) {
+    const dtype t = static_cast<dtype>(i);
+    std::vector<unsigned char> data(7 * dtype_size(t));
+    for (std::size_t k = 0; k < data.size(); ++k) data[k] = static_cast<unsigned char>(k * 37 + i);
+    const auto img = make_npy_image(t, data);
+    const std::string p = temp_path(std::string("rt_") + to_string(t) + ".npy");
+    write_bytes(p, img);
+    const io::loaded_array a = io::read_npy(p);
+    EXPECT_EQ(a.type, t);
+    EXPECT_EQ(a.count, 7u);
+    EXPECT_EQ(a.bytes, data);
+    std::remove(p.c_str());
+  }
+}
+
+TEST(NpyCpu, HeaderForms) {
+  auto h = npy_with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (3, 4), }\n", 96);
+  io::npy_header r = io::parse_npy_header(h.data(), h.size());
+  EXPECT_EQ(r.type, dtype::f64);
+  EXPECT_EQ(r.count, 12u);
+  h = npy_with_header("{\"descr\": \"|u1\", \"shape\": (), \"fortran_order\": True}", 1);
+  r = io::parse_npy_header(h.data(), h.size());
+  EXPECT_EQ(r.type, dtype::u8);
+  EXPECT_EQ(r.count, 1u);  // a 0-d array holds one element
+  EXPECT_TRUE(r.fortran_order);
+  h = npy_with_header("{'descr': '|b1', 'fortran_order': False, 'shape': (0,), }", 0);
+  EXPECT_EQ(io::parse_npy_header(h.data(), h.size()).count, 0u);
+}
+
+TEST(NpyCpu, BadFilesNameTheProblem) {
+  const unsigned char junk[] = "PK\x03\x04 not numpy";
+  EXPECT_NE(error_of([&] { io::parse_npy_header(junk, sizeof junk); }).find("bad magic"), std::string::npos);
+  auto h = npy_with_header("{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }", 8);
+  EXPECT_NE(error_of([&] { io::parse_npy_header(h.data(), h.size()); }).find("big-endian"), std::string::npos);
+  h = npy_with_header("{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }", 16);
+  EXPECT_NE(error_of([&] { io::parse_npy_header(h.data(), h.size()); }).find("unsupported dtype '<c8'"),
+            std::string::npos);
+  h = npy_with_header("{'descr': '<f2', 'fortran_order': False, 'shape': (2,), }", 4);
+  EXPECT_NE(error_of([&] { io::parse_npy_header(h.data(), h.size()); }).find("unsupported dtype"), std::string::npos);
+  h = npy_with_header("{'descr': '<f4', 'fortran_order': False }", 0);
+  EXPECT_NE(error_of([&] { io::parse_npy_header(h.data(), h.size()); }).find("no 'shape'"), std::string::npos);
+  h = npy_with_header("{'descr': '<f4', 'shape': (2,", 0);
+  EXPECT_NE(error_of([&] { io::parse_npy_header(h.data(), h.size()); }).find("malformed"), std::string::npos);
+  h = npy_with_header("{'descr': '<f4', 'shape': (99999999999, 99999999999, 99999999999), }", 0);
+  EXPECT_NE(error_of([&] { io::parse_npy_header(h.data(), h.size()); }).find("overflows"), std::string::npos);
+  std::vector<unsigned char> v2 = {0x93, 'N', 'U', 'M', 'P', 'Y', 9, 0, 0, 0};
+  EXPECT_NE(error_of([&] { io::parse_npy_header(v2.data(), v2.size()); }).find("unsupported .npy version 9"),
+            std::string::npos);
+  std::vector<unsigned char> cut = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, 200, 0, '{'};
+  EXPECT_NE(error_of([&] { io::parse_npy_header(cut.data(), cut.size()); }).find("truncated header"),
+            std::string::npos);
+}
+
+TEST(NpyCpu, TruncatedAndOverlongData) {
+  std::vector<float> v(10, 1.5f);
+  std::vector<unsigned char> raw(reinterpret_cast<unsigned char*>(v.data()),
+                                 reinterpret_cast<unsigned char*>(v.data()) + 40);
+  auto img = make_npy_image(dtype::f32, raw);
+  const std::string p = temp_path("cut.npy");
+  img.resize(img.size() - 3);
+  write_bytes(p, img);
+  EXPECT_NE(error_of([&] { io::read_npy(p); }).find("truncated"), std::string::npos);
+  img.resize(img.size() + 3 + 8);
+  write_bytes(p, img);
+  EXPECT_NE(error_of([&] { io::read_npy(p); }).find("bytes follow"), std::string::npos);
+  std::remove(p.c_str());
+  EXPECT_NE(error_of([&] { io::read_npy(temp_path("missing.npy")); }).find("cannot open"), std::string::npos);
+}
+
+TEST(RawCpu, SizeMustBeWholeElements) {
+  const std::string p = temp_path("raw.bin");
+  write_bytes(p, std::vector<unsigned char>(10, 1));
+  EXPECT_EQ(io::read_raw(p, dtype::i16).count, 5u);
+  EXPECT_NE(error_of([&] { io::read_raw(p, dtype::f32); }).find("not a whole number of f32"), std::string::npos);
+  std::remove(p.c_str());
+}
+
+TEST(ReportCpu, MarkdownCsvJson) {
+  bench::report r;
+  r.meta["device"] = "test";
+  bench::table t{"demo", {{"n", "n"}, {"us", "time us", 2}, {"note", "note"}}, {}};
+  t.rows.push_back({{"n", "2^10"}, {"us", 1.23456}, {"note", "a,b"}});
+  t.rows.push_back({{"n", "2^12"}, {"us", 10.0}});
+  r.tables.push_back(t);
+  const std::string md = r.markdown();
+  EXPECT_NE(md.find("### demo"), std::string::npos);
+  EXPECT_NE(md.find("| 2^10 |    1.23 |  a,b |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 2^12 |   10.00 |      |"), std::string::npos) << md;
+  const std::string csv = r.csv();
+  EXPECT_NE(csv.find("n,us,note\n2^10,1.23456,\"a,b\"\n2^12,10,\n"), std::string::npos) << csv;
+  const auto j = r.to_json();
+  EXPECT_EQ(j["meta"]["device"], "test");
+  EXPECT_DOUBLE_EQ(j["tables"][0]["rows"][0]["us"].get<double>(), 1.23456);
+}
+
+}  // namespace
+}  // namespace tally::test
