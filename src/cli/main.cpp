@@ -12,6 +12,7 @@
 #include "bench/tune.hpp"
 #include "cli/progress.hpp"
 #include "io/npy.hpp"
+#include "lab/runner.hpp"
 #include "tally/tally.hpp"
 
 namespace {
@@ -126,6 +127,33 @@ int main(int argc, char** argv) {
   red->add_option("--dtype", reduce_dtype, "element type of a raw file: i8 u8 i16 u16 i32 u32 i64 u64 f32 f64 b8");
   red->add_flag("--value-only", value_only, "print only the value");
 
+  auto* lab = app.add_subcommand("lab", "the reduction lab: every tutorial kernel, verified and measured");
+  lab->require_subcommand(1);
+  auto* lab_list = lab->add_subcommand("list", "the catalogue, grouped by origin");
+  std::vector<std::string> lab_variants, lab_dtypes = {"f32", "f64", "i32"}, lab_sizes, lab_params;
+  bool lab_constant = false, lab_quick = false;
+  output_files lab_out, sweep_out;
+  auto* lab_run = lab->add_subcommand("run", "verify and time variants on one random input per dtype and size");
+  lab_run->add_option("--variants", lab_variants, "variant ids (default: all)")->delimiter(',');
+  lab_run->add_option("--dtype", lab_dtypes, "f32, f64, i32")->delimiter(',')->capture_default_str();
+  lab_run->add_option("--n", lab_sizes, "sizes, e.g. 2^24,16777213 (default: 2^24 and 2^24-3)")->delimiter(',');
+  lab_run->add_option("--param", lab_params, "override a parameter: block=512, unroll=4, grid=2048, tpb=128")->delimiter(',');
+  lab_run->add_flag("--constant", lab_constant, "constant input (all ones) instead of random");
+  lab_run->add_flag("--quick", lab_quick, "fewer timing repetitions");
+  add_output_options(lab_run, lab_out);
+  auto* lab_sweep = lab->add_subcommand("sweep", "kernel bandwidth of each variant over input sizes, plus parameter sweeps");
+  std::vector<std::string> sweep_variants;
+  std::string sweep_dtype = "f32";
+  int sweep_from = 10, sweep_to = 30, sweep_step = 2;
+  bool sweep_no_params = false;
+  lab_sweep->add_option("--variants", sweep_variants, "variant ids (default: all)")->delimiter(',');
+  lab_sweep->add_option("--dtype", sweep_dtype, "f32, f64 or i32")->capture_default_str();
+  lab_sweep->add_option("--from", sweep_from, "smallest size, log2")->capture_default_str();
+  lab_sweep->add_option("--to", sweep_to, "largest size, log2")->capture_default_str();
+  lab_sweep->add_option("--step", sweep_step, "log2 step")->capture_default_str();
+  lab_sweep->add_flag("--no-param-sweeps", sweep_no_params, "skip the unroll and block-size sweeps");
+  add_output_options(lab_sweep, sweep_out);
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (info->parsed()) return cmd_info(info_json);
@@ -144,6 +172,57 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (red->parsed()) return cmd_reduce(reduce_path, reduce_op, reduce_dtype, value_only);
+    if (lab_list->parsed()) {
+      std::fputs(tally::lab::list_text().c_str(), stdout);
+      return 0;
+    }
+    if (lab_run->parsed()) {
+      tally::cli::progress p("lab run");
+      tally::lab::run_options o;
+      o.variants = lab_variants;
+      o.types.clear();
+      for (const auto& d : lab_dtypes) {
+        const auto t = tally::parse_dtype(d);
+        if (!t || (*t != tally::dtype::f32 && *t != tally::dtype::f64 && *t != tally::dtype::i32))
+          throw tally::error("--dtype '" + d + "': the lab runs f32, f64 and i32");
+        o.types.push_back(*t);
+      }
+      for (const auto& n : lab_sizes) o.sizes.push_back(tally::lab::parse_size(n));
+      for (const auto& kv : lab_params) {
+        const auto eq = kv.find('=');
+        if (eq == std::string::npos) throw tally::error("--param '" + kv + "': use name=value");
+        try {
+          o.params[kv.substr(0, eq)] = std::stoi(kv.substr(eq + 1));
+        } catch (const std::exception&) {
+          throw tally::error("--param '" + kv + "': the value is not an integer");
+        }
+      }
+      o.constant_input = lab_constant;
+      if (lab_quick) o.kernel_reps = 5, o.system_reps = 1;
+      o.progress = [&](const std::string& s) { p.step(s); };
+      emit(tally::lab::run_lab(o), lab_out);
+      return 0;
+    }
+    if (lab_sweep->parsed()) {
+      tally::cli::progress p("lab sweep");
+      tally::lab::sweep_options o;
+      o.variants = sweep_variants;
+      const auto t = tally::parse_dtype(sweep_dtype);
+      if (!t || (*t != tally::dtype::f32 && *t != tally::dtype::f64 && *t != tally::dtype::i32))
+        throw tally::error("--dtype '" + sweep_dtype + "': the lab runs f32, f64 and i32");
+      o.type = *t;
+      if (sweep_from < 0 || sweep_to > 31 || sweep_from > sweep_to || sweep_step < 1)
+        throw tally::error("sweep sizes: need 0 <= --from <= --to <= 31 and --step >= 1");
+      o.from_log2 = sweep_from;
+      o.to_log2 = sweep_to;
+      o.step_log2 = sweep_step;
+      o.param_sweeps = !sweep_no_params;
+      o.progress = [&](const std::string& s) { p.step(s); };
+      if (!sweep_out.json_path.empty())  // partial results survive an interrupted sweep
+        o.checkpoint = [&](const tally::bench::report& r) { r.write_file(sweep_out.json_path, r.to_json().dump(1) + "\n"); };
+      emit(tally::lab::sweep_lab(o), sweep_out);
+      return 0;
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tally: error: %s\n", e.what());
     return 1;

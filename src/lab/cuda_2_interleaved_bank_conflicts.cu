@@ -1,0 +1,67 @@
+// Origin: CUDA tutorial, reduction 2.
+// Change: the active threads are now consecutive: thread tx works on index 2*stride*tx, so
+//   whole warps retire early instead of every warp idling on `%`.
+// Flaw: index 2*stride*tx makes the threads of a warp hit the same shared-memory banks
+//   (a 2-, 4-, 8-...-way bank conflict that grows with the stride).
+// Generalised: any n < 2^32 (the original's 32-bit index); block size must be a power of two
+//   (enforced: the tree halves it).
+#include "lab/common.cuh"
+
+namespace tally::lab {
+namespace {
+
+template <class T>
+__global__ void reduction2(const T* x, std::uint32_t n, T* y) {
+  extern __shared__ unsigned char smem[];
+  T* partial = reinterpret_cast<T*>(smem);
+  const std::uint32_t tx = threadIdx.x;
+  const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  partial[tx] = i < n ? x[i] : T(0);
+  __syncthreads();
+  for (std::uint32_t stride = 1; stride < blockDim.x; stride <<= 1) {
+    const std::uint32_t index = 2 * stride * tx;
+    if (index < blockDim.x) partial[index] += partial[index + stride];
+    __syncthreads();
+  }
+  if (tx == 0) y[blockIdx.x] = partial[0];
+}
+
+template <class T>
+class cuda2 : public variant {
+ public:
+  void prepare(const run_args& a) override {
+    require_pow2(a, "block", "the tree halves the block at every step");
+    require_range(a, "block", 32, 1024, "a CUDA block holds 32 to 1024 threads");
+    if (a.n >= (std::uint64_t(1) << 32)) throw config_error("n must be below 2^32: the original indexes with 32-bit integers");
+  }
+  void launch(const run_args& a) override {
+    const unsigned block = static_cast<unsigned>(p(a, "block"));
+    result_ = reduce_passes<T>(a, s0_, s1_, block, [&](const T* in, std::uint64_t count, T* out, unsigned grid) {
+      reduction2<T><<<grid, block, block * sizeof(T), a.stream>>>(in, static_cast<std::uint32_t>(count), out);
+      check_launch("reduction2");
+    });
+  }
+  lab_value fetch(const run_args& a) override { return fetch_device(result_, a.stream); }
+
+ private:
+  scratch s0_, s1_;
+  T* result_ = nullptr;
+};
+
+variant_meta meta() {
+  variant_meta m;
+  m.id = "cuda-2";
+  m.group = "cuda";
+  m.order = 2;
+  m.title = "interleaved addressing, bank conflicts";
+  m.origin = "CUDA tutorial, reduction 2";
+  m.change = "consecutive threads do the work: thread tx adds at index 2*stride*tx (no divergence)";
+  m.flaw = "strided shared-memory indices cause bank conflicts that grow with the stride";
+  m.requirements = "block a power of two, 32..1024 (enforced); n < 2^32";
+  m.params = {{"block", 256, "threads per block (power of two)"}};
+  return m;
+}
+TALLY_LAB_REGISTER(cuda2, meta);
+
+}  // namespace
+}  // namespace tally::lab
