@@ -171,7 +171,13 @@ std::vector<T> random_vector(std::uint64_t n, std::uint64_t seed, double lo, dou
     for (auto& x : v) x = static_cast<T>(d(rng));
   } else {
     using W = std::conditional_t<std::is_signed_v<T>, long long, unsigned long long>;
-    std::uniform_int_distribution<W> d(static_cast<W>(lo), static_cast<W>(hi));
+    // Clamp in double first: double(max of a 64-bit type) rounds up past it, and converting
+    // that back is undefined.
+    const W wlo = lo <= static_cast<double>(std::numeric_limits<T>::lowest()) ? W(std::numeric_limits<T>::lowest())
+                                                                               : static_cast<W>(lo);
+    const W whi = hi >= static_cast<double>(std::numeric_limits<T>::max()) ? W(std::numeric_limits<T>::max())
+                                                                           : static_cast<W>(hi);
+    std::uniform_int_distribution<W> d(wlo, whi);
     for (auto& x : v) x = static_cast<T>(d(rng));
   }
   return v;

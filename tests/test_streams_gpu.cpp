@@ -66,7 +66,7 @@ TEST(StreamsGpu, NonDefaultStream) {
             *std::min_element(h.begin(), h.end()));
 }
 
-// Captured once (the stream's first call happens inside the capture), replayed over new data.
+// Captured once (workspaces are allocated inside the capture), replayed over new data.
 TEST(StreamsGpu, GraphCaptureAndReplay) {
   TALLY_REQUIRE_GPU();
   stream_guard s;
@@ -74,10 +74,12 @@ TEST(StreamsGpu, GraphCaptureAndReplay) {
   device_buffer d(n * sizeof(double)), out(8);
   cudaGraph_t g = nullptr;
   cudaGraphExec_t exec = nullptr;
+  const std::size_t before = core::workspaces_created();
   ASSERT_EQ(cudaStreamBeginCapture(s.s, cudaStreamCaptureModeGlobal), cudaSuccess);
   reduce(d.get(), n, dtype::f64, op::sum, out.get(), s.get());
   reduce(d.get(), n, dtype::f64, op::sum, out.get(), s.get());  // twice: the counter resets
   ASSERT_EQ(cudaStreamEndCapture(s.s, &g), cudaSuccess);
+  EXPECT_EQ(core::workspaces_created(), before + 2);  // allocated inside the capture
   ASSERT_EQ(cudaGraphInstantiate(&exec, g, 0), cudaSuccess);
   for (int r = 0; r < 5; ++r) {
     // Small integers: the sum is exact, so each replay must match it exactly.
@@ -91,6 +93,48 @@ TEST(StreamsGpu, GraphCaptureAndReplay) {
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(g);
+}
+
+// Two graphs captured on one stream (different n, so different grids) and replayed at the same
+// time on two other streams: each captured call owns its workspace, so they never share a counter.
+TEST(StreamsGpu, GraphsFromOneStreamReplayConcurrently) {
+  TALLY_REQUIRE_GPU();
+  const std::uint64_t na = small_only() ? 30011 : 1000003, nb = small_only() ? 60013 : 5000011;
+  const auto ha = random_vector<std::int32_t>(na, test_seed() + 21, -1000, 1000);
+  const auto hb = random_vector<std::int32_t>(nb, test_seed() + 22, -1000, 1000);
+  device_buffer da = upload(ha), db = upload(hb), oa(8), ob(8);
+  stream_guard cap, s1, s2;
+  cudaGraph_t ga = nullptr, gb = nullptr;
+  cudaGraphExec_t ea = nullptr, eb = nullptr;
+  const std::size_t before = core::workspaces_created();
+  ASSERT_EQ(cudaStreamBeginCapture(cap.s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  reduce(da.get(), na, dtype::i32, op::sum, oa.get(), cap.get());
+  ASSERT_EQ(cudaStreamEndCapture(cap.s, &ga), cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(cap.s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  reduce(db.get(), nb, dtype::i32, op::sum, ob.get(), cap.get());
+  ASSERT_EQ(cudaStreamEndCapture(cap.s, &gb), cudaSuccess);
+  EXPECT_EQ(core::workspaces_created(), before + 2) << "each captured call gets its own workspace";
+  ASSERT_EQ(cudaGraphInstantiate(&ea, ga, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphInstantiate(&eb, gb, 0), cudaSuccess);
+  for (int r = 0; r < (small_only() ? 3 : 30); ++r) {
+    ASSERT_EQ(cudaGraphLaunch(ea, s1.s), cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(eb, s2.s), cudaSuccess);
+  }
+  ASSERT_EQ(cudaStreamSynchronize(s1.s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s2.s), cudaSuccess);
+  std::int64_t a = 0, b = 0;
+  oa.download(&a, 8);
+  ob.download(&b, 8);
+  EXPECT_EQ(static_cast<std::uint64_t>(a), compute_reference(ha.data(), na, op::sum).bits);
+  EXPECT_EQ(static_cast<std::uint64_t>(b), compute_reference(hb.data(), nb, op::sum).bits);
+  // The capture stream itself still works directly afterwards, and after release_stream.
+  EXPECT_EQ(reduce_value(db.get(), nb, dtype::i32, op::sum, cap.get()).i, b);
+  release_stream(cap.get());
+  EXPECT_EQ(reduce_value(da.get(), na, dtype::i32, op::sum, cap.get()).i, a);
+  cudaGraphExecDestroy(ea);
+  cudaGraphExecDestroy(eb);
+  cudaGraphDestroy(ga);
+  cudaGraphDestroy(gb);
 }
 
 // Two streams reducing different inputs at once, interleaved, from two host threads.

@@ -87,6 +87,11 @@ void reduce(const void* d_in, std::uint64_t n, dtype t, op o, void* d_out,
 value reduce_value(const void* d_in, std::uint64_t n, dtype t, op o, stream_t stream = nullptr,
                    const options& opt = {});
 
+// Frees the small workspace tally keeps for (current device, stream). Call it once the stream's
+// tally work has finished (for example before cudaStreamDestroy) in programs that create many
+// streams; the next call on that stream simply creates a new one.
+void release_stream(stream_t stream);
+
 // Owning device allocation, for callers without the CUDA runtime headers (the CLI, the tests).
 class device_buffer {
  public:

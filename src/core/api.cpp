@@ -220,6 +220,9 @@ value reduce_value(const void* d_in, std::uint64_t n, dtype t, op o, stream_t st
   const core::device_context& dev = core::current_context();
   auto* s = reinterpret_cast<cudaStream_t>(stream);
   core::workspace& ws = core::stream_workspace(dev, s);
+  // Launch, copy back and read as one step, so threads sharing a stream never read each other's
+  // result.
+  std::lock_guard<std::mutex> lock(ws.result_mutex);
   reduce(d_in, n, t, o, ws.d_result, stream, opt);
   const dtype r = result_dtype(t, o);
   const std::size_t size = row(r).size;
@@ -244,6 +247,8 @@ value reduce_value(const void* d_in, std::uint64_t n, dtype t, op o, stream_t st
   }
   return v;
 }
+
+void release_stream(stream_t stream) { core::release_workspace(reinterpret_cast<cudaStream_t>(stream)); }
 
 int device_count() noexcept {
   int count = 0;

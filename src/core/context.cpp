@@ -1,8 +1,12 @@
 #include "context.hpp"
 
+#include <algorithm>
+
 #include <cstdio>
 #include <cstdlib>
+#include <atomic>
 #include <memory>
+#include <vector>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -34,12 +38,15 @@ struct stream_key_hash {
 struct device_slot {
   std::once_flag once;
   device_context ctx;
-  std::string init_error;
   std::mutex mutex;
   cudaStream_t setup_stream = nullptr;  // non-blocking: zeroing a workspace never waits on others
   std::unordered_map<stream_key, std::unique_ptr<workspace>, stream_key_hash> workspaces;
+  std::vector<std::unique_ptr<workspace>> captured;  // owned by captured graphs: never freed
+  char* slab = nullptr;                              // current capture slab and what is left
+  std::size_t slab_left = 0;
 };
-device_slot g_devices[kMaxDevices];
+// Never destroyed: freeing device memory while the CUDA runtime shuts down at exit is unsafe.
+device_slot* const g_devices = new device_slot[kMaxDevices];
 
 void init_device(device_slot& slot, int ordinal) {
   device_context& c = slot.ctx;
@@ -90,7 +97,11 @@ struct relaxed_capture {
   ~relaxed_capture() { cudaThreadExchangeStreamCaptureMode(&old); }
 };
 
+std::atomic<std::size_t> g_created{0};
+std::atomic<int> g_cache_generation{0};  // bumped when a workspace is freed
+
 std::unique_ptr<workspace> make_workspace(device_slot& slot) {
+  ++g_created;
   relaxed_capture guard;
   auto w = std::make_unique<workspace>();
   const std::size_t partial_bytes = std::size_t(kMaxBlocks) * kMaxAccBytes;
@@ -98,6 +109,7 @@ std::unique_ptr<workspace> make_workspace(device_slot& slot) {
   check_cuda(cudaMalloc(reinterpret_cast<void**>(&base), partial_bytes + 256),
              "cudaMalloc(tally stream workspace)");
   w->d_partials = base;
+  w->max_blocks = kMaxBlocks;
   w->d_counter = reinterpret_cast<unsigned int*>(base + partial_bytes);
   w->d_result = base + partial_bytes + 128;
   cudaError_t e = cudaMemsetAsync(base + partial_bytes, 0, 256, slot.setup_stream);
@@ -110,40 +122,95 @@ std::unique_ptr<workspace> make_workspace(device_slot& slot) {
   return w;
 }
 
+// A captured call's workspace: a slice of an 8 MiB slab, sized for the largest resident grid of
+// blocks of kMinBlockThreads (34 KiB on an H100), zeroed when the slab is made.
+std::unique_ptr<workspace> make_capture_workspace(device_slot& slot) {
+  relaxed_capture guard;
+  const device_context& c = slot.ctx;
+  const unsigned max_blocks = static_cast<unsigned>(
+      std::min<long long>(kMaxBlocks, (long long)c.sm_count * c.max_threads_per_sm / kMinBlockThreads));
+  const std::size_t partial_bytes = (std::size_t(max_blocks) * kMaxAccBytes + 255) / 256 * 256;
+  const std::size_t chunk = partial_bytes + 256;
+  if (slot.slab_left < chunk) {
+    const std::size_t slab_bytes = std::max<std::size_t>(std::size_t(8) << 20, chunk);
+    char* slab = nullptr;
+    check_cuda(cudaMalloc(reinterpret_cast<void**>(&slab), slab_bytes), "cudaMalloc(tally capture workspace)");
+    cudaError_t e = cudaMemsetAsync(slab, 0, slab_bytes, slot.setup_stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(slot.setup_stream);
+    if (e != cudaSuccess) {
+      cudaFree(slab);
+      throw_cuda(e, "initialising the tally capture workspace");
+    }
+    slot.slab = slab;
+    slot.slab_left = slab_bytes;
+  }
+  ++g_created;
+  auto w = std::make_unique<workspace>();
+  w->owns_memory = false;
+  w->d_partials = slot.slab;
+  w->max_blocks = max_blocks;
+  w->d_counter = reinterpret_cast<unsigned int*>(slot.slab + partial_bytes);
+  w->d_result = slot.slab + partial_bytes + 128;
+  slot.slab += chunk;
+  slot.slab_left -= chunk;
+  return w;
+}
+
 }  // namespace
 
 const device_context& current_context() {
   const int dev = current_ordinal();
   device_slot& slot = g_devices[dev];
-  std::call_once(slot.once, [&] {
-    try {
-      init_device(slot, dev);
-    } catch (const error& e) {
-      slot.init_error = e.what();
-    }
-  });
-  if (!slot.init_error.empty()) throw error(slot.init_error);
+  // An exception leaves the once_flag unset, so a failed initialisation is retried next call.
+  std::call_once(slot.once, [&] { init_device(slot, dev); });
   return slot.ctx;
 }
 
 workspace& stream_workspace(const device_context& dev, cudaStream_t stream) {
+  device_slot& slot = g_devices[dev.ordinal];
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  check_cuda(cudaStreamIsCapturing(stream, &capture), "cudaStreamIsCapturing");
+  if (capture == cudaStreamCaptureStatusActive) {
+    std::lock_guard<std::mutex> lock(slot.mutex);
+    slot.captured.push_back(make_capture_workspace(slot));
+    return *slot.captured.back();
+  }
   const stream_key key{stream, stream == cudaStreamPerThread ? std::this_thread::get_id()
                                                              : std::thread::id()};
   // One-entry cache per thread: a loop of calls on one stream takes no lock.
   thread_local int cached_dev = -1;
   thread_local stream_key cached_key{};
   thread_local workspace* cached = nullptr;
-  if (cached && cached_dev == dev.ordinal && cached_key == key) return *cached;
+  thread_local int cached_generation = -1;
+  const int generation = g_cache_generation.load(std::memory_order_acquire);
+  if (cached && cached_dev == dev.ordinal && cached_key == key && cached_generation == generation) return *cached;
 
-  device_slot& slot = g_devices[dev.ordinal];
   std::lock_guard<std::mutex> lock(slot.mutex);
   auto it = slot.workspaces.find(key);
   if (it == slot.workspaces.end()) it = slot.workspaces.emplace(key, make_workspace(slot)).first;
   cached_dev = dev.ordinal;
   cached_key = key;
   cached = it->second.get();
+  cached_generation = generation;
   return *cached;
 }
+
+workspace::~workspace() {
+  if (!owns_memory) return;
+  if (d_partials) cudaFree(d_partials);
+  if (h_result) cudaFreeHost(h_result);
+}
+
+void release_workspace(cudaStream_t stream) {
+  const device_context& dev = current_context();
+  device_slot& slot = g_devices[dev.ordinal];
+  const stream_key key{stream, stream == cudaStreamPerThread ? std::this_thread::get_id() : std::thread::id()};
+  std::lock_guard<std::mutex> lock(slot.mutex);
+  slot.workspaces.erase(key);
+  ++g_cache_generation;  // every thread's one-entry cache may point at it: drop them all
+}
+
+std::size_t workspaces_created() { return g_created.load(); }
 
 namespace {
 thread_local launch_record t_last;

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 
 #include "tally/tally.hpp"
 
@@ -19,12 +20,19 @@ inline void check_cuda(cudaError_t e, const char* what) {
 }
 
 struct workspace {
-  void* d_partials = nullptr;          // kMaxBlocks slots of up to kMaxAccBytes
+  void* d_partials = nullptr;          // max_blocks slots of up to kMaxAccBytes
+  unsigned max_blocks = 0;             // the grid may not exceed this
+  bool owns_memory = true;             // false: a slice of a capture slab
   unsigned int* d_counter = nullptr;   // zero between calls
   void* d_result = nullptr;            // 16 bytes for reduce_value
   void* h_result = nullptr;            // pinned mirror of d_result
+  std::mutex result_mutex;             // reduce_value: launch, copy back and read as one step
+  ~workspace();
 };
 inline constexpr int kMaxBlocks = 4096;
+// The core's blocks have at least this many threads (launch.cuh checks), which bounds the
+// resident grid, and so the partials a workspace made for a captured call needs.
+inline constexpr int kMinBlockThreads = 256;
 inline constexpr int kMaxAccBytes = 32;
 
 struct device_context {
@@ -36,8 +44,14 @@ struct device_context {
 
 // The current device's context; throws tally::error when no CUDA GPU is usable.
 const device_context& current_context();
-// The workspace of (current device, stream); created on the stream's first use.
+// The workspace of (current device, stream); created on the stream's first use. While the stream
+// is being captured into a graph, every call gets a workspace of its own that the graph keeps
+// (held for the life of the process), so graphs replayed concurrently never share a counter.
 workspace& stream_workspace(const device_context& dev, cudaStream_t stream);
+// Frees the workspace of (current device, stream), if any (tally::release_stream).
+void release_workspace(cudaStream_t stream);
+// Workspaces created so far on this process (tests).
+std::size_t workspaces_created();
 
 struct launch_ctx {
   const device_context* dev;

@@ -31,6 +31,7 @@ cudaError_t launch_reduce_kernel(const T* d_in, std::uint64_t n, typename Op::ou
                                  const launch_ctx& c, unsigned int blocks) {
   using Tu = tuning<sizeof(T)>;
   static_assert(sizeof(typename Op::acc_type) <= kMaxAccBytes);
+  static_assert(Tu::block >= kMinBlockThreads, "capture workspaces are sized for blocks this large");
   reduce_args<T, Op> args{d_in, n, d_out, static_cast<typename Op::acc_type*>(c.ws->d_partials),
                           c.ws->d_counter};
   cudaLaunchConfig_t cfg{};
@@ -52,7 +53,7 @@ void launch(const void* d_in, std::uint64_t n, void* d_out, const launch_ctx& c)
   const int per_sm = blocks_per_sm(occupancy, reduce_kernel<T, Op, Tu::block, Tu::unroll, Tu::hint, Tu::split, Tu::min_blocks>,
                                    Tu::block, *c.dev);
   const unsigned int blocks =
-      grid_for<sizeof(T)>(n, c.dev->sm_count, per_sm, kMaxBlocks);
+      grid_for<sizeof(T)>(n, c.dev->sm_count, per_sm, c.ws ? c.ws->max_blocks : kMaxBlocks);
   record_launch({static_cast<unsigned>(sizeof(T)), n, blocks, static_cast<unsigned>(Tu::block),
                  static_cast<unsigned>(per_sm * c.dev->sm_count)});
   if (c.dry_run) return;

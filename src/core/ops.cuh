@@ -15,39 +15,39 @@ namespace tally::core {
 template <class T>
 using wide_int_t = std::conditional_t<std::is_signed_v<T>, std::int64_t, std::uint64_t>;
 
-template <class T>
-struct op_sum {
+// Sum and product share everything but the identity and the combine.
+template <class T, int Identity, class Combine>
+struct op_arith {
   static constexpr bool is_float = std::is_floating_point_v<T>;
   using acc_type = std::conditional_t<is_float, T, std::uint64_t>;
   using out_type = std::conditional_t<is_float, T, wide_int_t<T>>;
-  static __host__ __device__ acc_type identity() { return acc_type(0); }
+  static __host__ __device__ acc_type identity() { return acc_type(Identity); }
   static __device__ acc_type transform(T x) {
     if constexpr (is_float) return x;
     else return static_cast<acc_type>(static_cast<wide_int_t<T>>(x));
   }
-  static __device__ acc_type combine(acc_type a, acc_type b) { return a + b; }
+  static __device__ acc_type combine(acc_type a, acc_type b) { return Combine::apply(a, b); }
   static __host__ __device__ out_type finalize(acc_type a) { return static_cast<out_type>(a); }
 };
+struct plus {
+  template <class A>
+  static __device__ A apply(A a, A b) { return a + b; }
+};
+struct times {
+  template <class A>
+  static __device__ A apply(A a, A b) { return a * b; }
+};
+
+template <class T>
+struct op_sum : op_arith<T, 0, plus> {};
+template <class T>
+struct op_prod : op_arith<T, 1, times> {};
 
 // Sums of 8- and 16-bit integers may add a whole vector in 32 bits first (see load.cuh).
 template <class Op>
 inline constexpr bool is_narrow_int_sum_v = false;
 template <class T>
 inline constexpr bool is_narrow_int_sum_v<op_sum<T>> = std::is_integral_v<T> && sizeof(T) <= 2;
-
-template <class T>
-struct op_prod {
-  static constexpr bool is_float = std::is_floating_point_v<T>;
-  using acc_type = std::conditional_t<is_float, T, std::uint64_t>;
-  using out_type = std::conditional_t<is_float, T, wide_int_t<T>>;
-  static __host__ __device__ acc_type identity() { return acc_type(1); }
-  static __device__ acc_type transform(T x) {
-    if constexpr (is_float) return x;
-    else return static_cast<acc_type>(static_cast<wide_int_t<T>>(x));
-  }
-  static __device__ acc_type combine(acc_type a, acc_type b) { return a * b; }
-  static __host__ __device__ out_type finalize(acc_type a) { return static_cast<out_type>(a); }
-};
 
 template <class T>
 struct limits;

@@ -105,7 +105,7 @@ T* reduce_passes(const run_args& a, scratch& s0, scratch& s1, std::uint64_t per_
   T* bufs[2] = {s0.as<T>(blocks_for(a.n, per_block) + 1), s1.as<T>(blocks_for(blocks_for(a.n, per_block), per_block) + 1)};
   int k = 0;
   do {
-    const unsigned grid = blocks_for(count, per_block);
+    const unsigned grid = count ? blocks_for(count, per_block) : 1;  // n = 0: one block writes 0
     launch(in, count, bufs[k], grid);
     in = bufs[k];
     count = grid;
@@ -113,6 +113,36 @@ T* reduce_passes(const run_args& a, scratch& s0, scratch& s1, std::uint64_t per_
   } while (count > 1);
   return const_cast<T*>(in);
 }
+
+// The CUDA tutorial's block-partials kernels (one 32-bit-indexed kernel per step, relaunched
+// until one value is left) differ only in the kernel, how many elements a block covers per
+// thread, and the smallest block the kernel allows; this class is the rest.
+template <class T, void (*Kernel)(const T*, std::uint32_t, T*), int ElemsPerThread, int MinBlock>
+class tree_passes_variant : public variant {
+ public:
+  void prepare(const run_args& a) override {
+    require_pow2(a, "block", "the tree halves the block at every step");
+    require_range(a, "block", MinBlock, 1024,
+                  MinBlock > 32 ? "the unrolled last warp reads slot tx + 32, so a block needs 64 threads"
+                                : "a CUDA block holds 32 to 1024 threads");
+    if (a.n >= (std::uint64_t(1) << 32))
+      throw config_error("n must be below 2^32: the original indexes with 32-bit integers");
+  }
+  void launch(const run_args& a) override {
+    const unsigned block = static_cast<unsigned>(p(a, "block"));
+    result_ = reduce_passes<T>(a, s0_, s1_, std::uint64_t(ElemsPerThread) * block,
+                               [&](const T* in, std::uint64_t count, T* out, unsigned grid) {
+                                 Kernel<<<grid, block, block * sizeof(T), a.stream>>>(
+                                     in, static_cast<std::uint32_t>(count), out);
+                                 check_launch("tutorial reduction kernel");
+                               });
+  }
+  lab_value fetch(const run_args& a) override { return fetch_device(result_, a.stream); }
+
+ private:
+  scratch s0_, s1_;
+  T* result_ = nullptr;
+};
 
 }  // namespace tally::lab
 

@@ -28,26 +28,7 @@ __global__ void reduction4(const T* x, std::uint32_t n, T* y) {
 }
 
 template <class T>
-class cuda4 : public variant {
- public:
-  void prepare(const run_args& a) override {
-    require_pow2(a, "block", "the tree halves the block at every step");
-    require_range(a, "block", 32, 1024, "a CUDA block holds 32 to 1024 threads");
-    if (a.n >= (std::uint64_t(1) << 32)) throw config_error("n must be below 2^32: the original indexes with 32-bit integers");
-  }
-  void launch(const run_args& a) override {
-    const unsigned block = static_cast<unsigned>(p(a, "block"));
-    result_ = reduce_passes<T>(a, s0_, s1_, 2 * std::uint64_t(block), [&](const T* in, std::uint64_t count, T* out, unsigned grid) {
-      reduction4<T><<<grid, block, block * sizeof(T), a.stream>>>(in, static_cast<std::uint32_t>(count), out);
-      check_launch("reduction4");
-    });
-  }
-  lab_value fetch(const run_args& a) override { return fetch_device(result_, a.stream); }
-
- private:
-  scratch s0_, s1_;
-  T* result_ = nullptr;
-};
+using cuda4 = tree_passes_variant<T, reduction4<T>, 2, 32>;
 
 variant_meta meta() {
   variant_meta m;

@@ -39,6 +39,8 @@ struct sweep_options {
 // The checked result of one variant on one input.
 struct verdict {
   bool ok = false;          // within the error bound (exact for integers)
+  bool checked = true;      // false: the forward error bound is vacuous (h*u >= 1); ok is then
+                            // only "not NaN", and the report says so
   double abs_error = 0;
   double rel_error = 0;
   double bound = 0;         // gamma_h * sum|x| (+ ulp) for floats; 0 for integers
