@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # The whole GPU check in one command, for the GPU machine:
 #   scripts/gpu-check.sh OUTDIR [stages...]
-# stages (default: build test sanitize bench): build, test (full GoogleTest suite and the
-# `tally reduce` check against numpy), sanitize
+# stages (default: build test sanitize bench numerics): build, test (full GoogleTest suite and the
+# check of `tally reduce/stats/dot` against numpy), sanitize
 # (compute-sanitizer memcheck/racecheck/synccheck/initcheck on the tests at small sizes), bench
-# (tally info + tally bench core), lab (tally lab run), sweep (tally lab sweep), tune (tally bench
-# tune). Logs and JSON land in OUTDIR.
+# (tally info + tally bench core), numerics (tally bench numerics: argmin/argmax vs CUB, dot vs
+# cuBLAS, accuracy modes, stats, f16/bf16; about 2 minutes), lab (tally lab run), sweep (tally lab
+# sweep), tune (tally bench tune). Logs and JSON land in OUTDIR.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/gpu-check.sh OUTDIR [stages...]}
 shift
 mkdir -p "$out"
-stages=${*:-build test sanitize bench}
+stages=${*:-build test sanitize bench numerics}
 export PATH="/usr/local/cuda/bin:$PATH"
 status=0
 has() { [[ " $stages " == *" $1 "* ]]; }
@@ -31,7 +32,7 @@ if has test; then
   grep -E "FAILED|Failure" "$out/tests.log" | head -20
 fi
 if has test; then
-  step "cli: tally reduce against numpy"
+  step "cli: tally reduce, stats and dot against numpy"
   python3 scripts/cli-check.py "$bin/tally" /tmp/tally-cli-check >>"$out/tests.log" 2>&1 || status=1
   tail -1 "$out/tests.log" | tee -a "$out/summary.txt"
 fi
@@ -40,7 +41,7 @@ if has sanitize; then
   # writes one slot; numba-1: unguarded read-modify-write; numba-3 reproduces a printed bug):
   # they are excluded by name, and the sanitizer runs on every other test.
   racy="*hip_3*:*hip_4*:*numba_1*:*numba_3*:LabGpuDemo.*"
-  for tool in memcheck racecheck synccheck initcheck; do
+  for tool in ${TALLY_SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
     step "compute-sanitizer --tool $tool"
     TALLY_TEST_SMALL=1 TALLY_UNDER_SANITIZER=1 timeout 240 compute-sanitizer --tool "$tool" --error-exitcode 9 \
       "$bin/tally_tests" --gtest_brief=1 --gtest_filter="${TALLY_SANITIZE_FILTER:-*Gpu*:-LargeGpu.*:$racy}" \
@@ -57,6 +58,18 @@ if has bench; then
   "$bin/tally" bench core ${TALLY_BENCH_ARGS:-} --json "$out/bench-core.json" --md "$out/bench-core.md" \
     >/dev/null 2>>"$out/progress.log" || status=1
   tail -3 "$out/progress.log"
+fi
+if has numerics; then
+  step "bench numerics"
+  timeout "${TALLY_NUMERICS_TIMEOUT:-420}" "$bin/tally" bench numerics ${TALLY_NUMERICS_ARGS:-} \
+    --json "$out/bench-numerics.json" --md "$out/bench-numerics.md" >/dev/null 2>>"$out/progress.log" || status=1
+  tail -2 "$out/progress.log"
+  # The requirements at 2^28 (PASS/FAIL per row) into the summary; a wrong result fails the check.
+  grep -E "PASS|FAIL" "$out/bench-numerics.md" 2>/dev/null | tee -a "$out/summary.txt"
+  if grep -q MISMATCH "$out/bench-numerics.md" 2>/dev/null; then
+    grep MISMATCH "$out/bench-numerics.md" | tee -a "$out/summary.txt"
+    status=1
+  fi
 fi
 if has lab; then
   step "lab run"

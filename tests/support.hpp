@@ -140,6 +140,7 @@ reference compute_reference(const T* x, std::uint64_t n, op o) {
         r.bits = acc;
         break;
       }
+      default: break;  // argmin/argmax, mean, sum_sq, norm2: see numerics_reference.hpp
     }
   }
   return r;

@@ -17,7 +17,10 @@ TEST(ApiCpu, DtypeNamesRoundTrip) {
   EXPECT_EQ(parse_dtype("float32"), dtype::f32);
   EXPECT_EQ(parse_dtype("int8"), dtype::i8);
   EXPECT_EQ(parse_dtype("bool"), dtype::b8);
-  EXPECT_FALSE(parse_dtype("f16").has_value());
+  EXPECT_EQ(parse_dtype("f16"), dtype::f16);
+  EXPECT_EQ(parse_dtype("bf16"), dtype::bf16);
+  EXPECT_FALSE(parse_dtype("f128").has_value());
+  EXPECT_EQ(dtype_size(dtype::f16), 2u);
   EXPECT_EQ(dtype_size(dtype::u16), 2u);
   EXPECT_EQ(dtype_size(dtype::f64), 8u);
   EXPECT_EQ(dtype_size(static_cast<dtype>(99)), 0u);
@@ -25,7 +28,8 @@ TEST(ApiCpu, DtypeNamesRoundTrip) {
 
 TEST(ApiCpu, OpNamesRoundTrip) {
   for (int i = 0; i < kOpCount; ++i) ASSERT_EQ(parse_op(to_string(static_cast<op>(i))), static_cast<op>(i));
-  EXPECT_FALSE(parse_op("argmax").has_value());
+  EXPECT_EQ(parse_op("argmax"), op::argmax);
+  EXPECT_FALSE(parse_op("median").has_value());
 }
 
 TEST(ApiCpu, SupportMatrix) {

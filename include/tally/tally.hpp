@@ -26,17 +26,52 @@ namespace tally {
 using stream_t = CUstream_st*;  // pass a cudaStream_t; nullptr is the default stream
 
 // Element types. Integer sums and products accumulate in 64 bits (wrapping modulo 2^64);
-// f32 sums accumulate in f32 (like CUB), f64 in f64.
-enum class dtype : int { b8, i8, u8, i16, u16, i32, u32, i64, u64, f32, f64 };
-inline constexpr int kDtypeCount = 11;
+// f32 sums accumulate in f32 (like CUB), f64 in f64; f16 and bf16 (IEEE half, bfloat16)
+// accumulate in f32 and give f32 results.
+enum class dtype : int { b8, i8, u8, i16, u16, i32, u32, i64, u64, f32, f64, f16, bf16 };
+inline constexpr int kDtypeCount = 13;
 
 // Reduction operators.
-//   sum, prod: result i64 for signed inputs, u64 for unsigned, the input type for floats.
-//   min, max:  the input type; for floats any NaN in the input gives NaN.
+//   sum, prod: result i64 for signed inputs, u64 for unsigned, the input type for f32/f64, f32
+//              for f16/bf16.
+//   min, max:  the input type (f32 for f16/bf16). NaN follows options::nan; -0.0 counts as less
+//              than +0.0, so the result never depends on the combine order.
 //   bit_and, bit_or, bit_xor: integers only, the input type.
 //   all, any:  any input type (an element is true when it is not zero; NaN is true); result b8.
-enum class op : int { sum, prod, min, max, bit_and, bit_or, bit_xor, all, any };
-inline constexpr int kOpCount = 9;
+//   argmin, argmax: the first index of the smallest / largest element and its value; the result
+//              is an indexed<V> record (16 bytes) with V = result_dtype (as for min / max).
+//              -0.0 and +0.0 compare equal here (the first index wins); n = 0 gives index -1
+//              with value NaN (floats) or the min/max identity (integers).
+//   sum_sq:    sum of x*x; norm2: sqrt(sum of x*x), free of overflow and underflow in the
+//              squares; floats only, result f32 (f32/f16/bf16 inputs, accumulated in f64) or f64.
+//   mean:      sum / n (NaN for n = 0); floats (result as for sum, so an f32 mean of values near
+//              FLT_MAX may overflow to inf except in exact mode) and integers (the sum exact in
+//              128 bits, so it never wraps, then converted to f64 and divided by n; result f64).
+// A sum that is exactly zero is +0.0 in every mode (also when every input is -0.0). Under NaN
+// propagation which NaN payload a result carries is not specified (it may differ by GPU).
+enum class op : int {
+  sum, prod, min, max, bit_and, bit_or, bit_xor, all, any, argmin, argmax, sum_sq, norm2, mean
+};
+inline constexpr int kOpCount = 14;
+
+// NaN policy for min, max, argmin, argmax and stats (floats; integers have no NaN, so ignore is
+// accepted there and changes nothing). Other ops, dot and the accuracy modes refuse ignore.
+//   propagate: any NaN gives NaN; argmin/argmax return the first NaN's index (as numpy does).
+//   ignore:    NaNs are skipped (like fmin / numpy.nanmax); when every element is NaN (or n = 0)
+//              the value is NaN and argmin/argmax give index -1.
+enum class nan_policy : int { propagate, ignore };
+
+// Accuracy of float sums, mean and dot (other ops and integer inputs are exact or need no mode).
+//   fast:        the core's fixed-order sum in the accumulation type; bitwise the same from run
+//                to run on one GPU, error bounded by gamma_h * sum|x|.
+//   compensated: TwoSum (Neumaier) compensation per thread and in every combine: within a few
+//                ulps of the exact sum unless the data cancel catastrophically, at nearly the
+//                same speed.
+//   exact:       the exact sum of the inputs rounded once (to nearest, ties to even): bitwise the
+//                same whatever the grid, GPU, number of GPUs or order of the elements; +inf and
+//                -inf together give NaN, an exact sum beyond the type's range gives +-inf.
+//                mean = (exact sum rounded to f64) / n, rounded to the result type.
+enum class accuracy : int { fast, compensated, exact };
 
 // Thrown for every failure; the message names the argument or the CUDA call that failed.
 class error : public std::runtime_error {
@@ -45,7 +80,16 @@ class error : public std::runtime_error {
 };
 
 struct options {
-  // Reserved for the accuracy modes and NaN policies; the defaults are the documented ones.
+  nan_policy nan = nan_policy::propagate;
+  accuracy mode = accuracy::fast;
+};
+
+// The record argmin/argmax write to device memory: index first, then the value (V =
+// result_dtype). The index is -1 for n = 0 and, under nan_policy::ignore, for all-NaN input.
+template <class V>
+struct indexed {
+  std::int64_t index;
+  V value;
 };
 
 // Size of one element in bytes.
@@ -53,15 +97,27 @@ std::size_t dtype_size(dtype t) noexcept;
 const char* to_string(dtype t) noexcept;
 const char* to_string(op o) noexcept;
 std::optional<dtype> parse_dtype(std::string_view name) noexcept;  // "f32", "float32", "int8" ...
-std::optional<op> parse_op(std::string_view name) noexcept;        // "sum", "max", "bit_xor" ...
+std::optional<op> parse_op(std::string_view name) noexcept;        // "sum", "argmax", "norm2" ...
+const char* to_string(nan_policy p) noexcept;  // "propagate", "ignore"
+const char* to_string(accuracy m) noexcept;    // "fast", "compensated", "exact"
+std::optional<nan_policy> parse_nan_policy(std::string_view name) noexcept;
+std::optional<accuracy> parse_accuracy(std::string_view name) noexcept;
 
-// True when op o is defined on dtype t.
+// True when op o is defined on dtype t (with the default options).
 bool supports(dtype t, op o) noexcept;
-// The dtype of the result written by reduce(); throws tally::error for unsupported pairs.
+// True when op o is defined on dtype t with these options: accuracy modes other than fast need
+// a float dtype and op sum or mean; nan_policy::ignore needs min, max, argmin or argmax.
+bool supports(dtype t, op o, const options& opt) noexcept;
+// Why (t, o, opt) is refused, in words ("" when it is supported).
+std::string why_unsupported(dtype t, op o, const options& opt = {});
+// The dtype of the result written by reduce() (for argmin/argmax: the value's dtype); throws
+// tally::error for unsupported pairs.
 dtype result_dtype(dtype t, op o);
+// Bytes reduce() writes at d_out: the result dtype's size, or 16 for argmin/argmax.
+std::size_t result_bytes(dtype t, op o);
 // The value of an empty reduction (n = 0), in result_dtype(t, o).
 struct value;
-value identity(dtype t, op o);
+value identity(dtype t, op o, const options& opt = {});
 
 // A reduction result on the host.
 struct value {
@@ -71,21 +127,61 @@ struct value {
     std::uint64_t u;  // u8..u64
     double f;         // f32 (exactly widened), f64
   };
+  std::int64_t index = -1;  // argmin / argmax: the element's index (-1: none); otherwise -1
   value() : i(0) {}
   double as_double() const noexcept;
   // Exact text: integers in full, floats with the fewest digits that round-trip their type.
   std::string to_string() const;
-  bool operator==(const value& o) const noexcept;
+  bool operator==(const value& o) const noexcept;  // bitwise, index included
 };
 
-// Stream-ordered reduction of n elements at d_in into *d_out (device memory, result_dtype).
-// d_in needs only the element's natural alignment; n may exceed 2^32.
+// Stream-ordered reduction of n elements at d_in into *d_out (device memory, result_bytes(t, o)
+// bytes aligned to 8 for argmin/argmax, else to the result's size). d_in needs only the
+// element's natural alignment; n may exceed 2^32.
+//
+//   float x[] = {3, 7, 7, 1};   // on the device
+//   tally::reduce(d_x, 4, tally::dtype::f32, tally::op::argmax, d_rec, stream);
+//   // d_rec: tally::indexed<float>{index = 1, value = 7}
 void reduce(const void* d_in, std::uint64_t n, dtype t, op o, void* d_out,
             stream_t stream = nullptr, const options& opt = {});
 
 // Blocking convenience: reduces on the given stream and returns the result on the host.
 value reduce_value(const void* d_in, std::uint64_t n, dtype t, op o, stream_t stream = nullptr,
                    const options& opt = {});
+
+// Dot product sum(x[i] * y[i]) of two float vectors of dtype t (f16, bf16, f32, f64), fused in
+// one pass. Result f32 for f32/f16/bf16 (fast and compensated accumulate in f32) and f64 for
+// f64; the accuracy modes apply as for sum (exact: the exact dot product rounded once to the
+// result type). nan_policy::ignore is refused. x and y may have different alignments (equal
+// offsets modulo 16 bytes are fastest).
+dtype dot_result_dtype(dtype t);
+void dot(const void* d_x, const void* d_y, std::uint64_t n, dtype t, void* d_out,
+         stream_t stream = nullptr, const options& opt = {});
+value dot_value(const void* d_x, const void* d_y, std::uint64_t n, dtype t,
+                stream_t stream = nullptr, const options& opt = {});
+
+// Fused statistics in one read of the data (any dtype but b8, accumulated in f64 with shifted
+// sums per thread and Chan's pairwise merge; accuracy modes other than fast are refused). Under
+// nan_policy::propagate NaNs are counted and make sum, min, max, mean and m2 NaN; under ignore
+// NaNs are skipped and not counted.
+struct stats {
+  std::uint64_t count = 0;  // elements counted
+  double sum = 0;           // sum of the counted elements
+  double min = 0, max = 0;  // NaN when count = 0
+  double mean = 0;          // sum / count (NaN when count = 0)
+  double m2 = 0;            // sum of squared deviations from the mean
+  // Variance with `ddof` delta degrees of freedom (0: population, 1: sample); NaN if count <= ddof.
+  double variance(int ddof = 0) const noexcept {
+    const double dof = static_cast<double>(count) - ddof;
+    return dof > 0 ? m2 / dof : __builtin_nan("");
+  }
+  double stddev(int ddof = 0) const noexcept { return __builtin_sqrt(variance(ddof)); }
+};
+// Writes one tally::stats record (48 bytes, aligned to 8) at d_out.
+void reduce_stats(const void* d_in, std::uint64_t n, dtype t, void* d_out,
+                  stream_t stream = nullptr, const options& opt = {});
+stats stats_value(const void* d_in, std::uint64_t n, dtype t, stream_t stream = nullptr,
+                  const options& opt = {});
 
 // Frees the small workspace tally keeps for (current device, stream). Call it once the stream's
 // tally work has finished (for example before cudaStreamDestroy) in programs that create many

@@ -1,6 +1,10 @@
 #include "bench/probe.hpp"
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <algorithm>
+#include <type_traits>
 #include <mutex>
 #include <vector>
 
@@ -41,7 +45,11 @@ __global__ void fill_kernel(T* d, std::uint64_t n, std::uint64_t seed, double lo
   const std::uint64_t stride = std::uint64_t(gridDim.x) * blockDim.x;
   for (std::uint64_t i = std::uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     const double u = double(mix(i * 0x9e3779b97f4a7c15ull + seed) >> 11) * 0x1.0p-53;  // [0,1)
-    if constexpr (std::is_floating_point_v<T>) {
+    if constexpr (std::is_same_v<T, __half>) {
+      d[i] = __double2half(lo + (hi - lo) * u);  // rounded once, to nearest
+    } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      d[i] = __double2bfloat16(lo + (hi - lo) * u);
+    } else if constexpr (std::is_floating_point_v<T>) {
       d[i] = static_cast<T>(lo + (hi - lo) * u);
     } else {
       double v = lo + (hi - lo + 1) * u;
@@ -80,6 +88,8 @@ void fill_random(void* d, std::uint64_t n, dtype t, std::uint64_t seed, double l
     case dtype::u64: fill_as<std::uint64_t>(d, n, seed, lo, hi, s); break;
     case dtype::f32: fill_as<float>(d, n, seed, lo, hi, s); break;
     case dtype::f64: fill_as<double>(d, n, seed, lo, hi, s); break;
+    case dtype::f16: fill_as<__half>(d, n, seed, lo, hi, s); break;
+    case dtype::bf16: fill_as<__nv_bfloat16>(d, n, seed, lo, hi, s); break;
   }
 }
 

@@ -1,6 +1,7 @@
 #include "bench/timing.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "tally/tally.hpp"
 
@@ -79,22 +80,42 @@ std::vector<timings> time_interleaved(const std::vector<call_fn>& candidates, cu
       str[c].push_back(ev.elapsed_us() / batch);
     }
 
+  for (std::size_t c = 0; c < k; ++c) {
+    out[c].stream_us = median(str[c]);
+    out[c].graph_us = std::nan("");
+    out[c].batch = batch;
+  }
+  if (!plan.graph) return out;
+
   // Graph: the same batch captured once per candidate, replayed.
   std::vector<cudaGraphExec_t> exec(k, nullptr);
-  for (std::size_t c = 0; c < k; ++c) {
-    cudaGraph_t g = nullptr;
-    check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
-    try {
-      for (int i = 0; i < batch; ++i) candidates[c](stream, next_slot());
-    } catch (...) {
-      cudaStreamEndCapture(stream, &g);
-      if (g) cudaGraphDestroy(g);
-      throw;
+  auto destroy_execs = [&] {
+    for (auto& e : exec) {
+      if (e) cudaGraphExecDestroy(e);
+      e = nullptr;
     }
-    check(cudaStreamEndCapture(stream, &g), "cudaStreamEndCapture");
-    check(cudaGraphInstantiate(&exec[c], g, 0), "cudaGraphInstantiate");
-    check(cudaGraphDestroy(g), "cudaGraphDestroy");
-    check(cudaGraphLaunch(exec[c], stream), "cudaGraphLaunch(warm-up)");
+  };
+  try {
+    for (std::size_t c = 0; c < k; ++c) {
+      cudaGraph_t g = nullptr;
+      check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
+      try {
+        for (int i = 0; i < batch; ++i) candidates[c](stream, next_slot());
+      } catch (...) {
+        cudaStreamEndCapture(stream, &g);
+        if (g) cudaGraphDestroy(g);
+        (void)cudaGetLastError();
+        throw;
+      }
+      check(cudaStreamEndCapture(stream, &g), "cudaStreamEndCapture");
+      const cudaError_t inst = cudaGraphInstantiate(&exec[c], g, 0);
+      cudaGraphDestroy(g);
+      check(inst, "cudaGraphInstantiate");
+      check(cudaGraphLaunch(exec[c], stream), "cudaGraphLaunch(warm-up)");
+    }
+  } catch (...) {
+    destroy_execs();  // a candidate that cannot be captured leaves no graph behind
+    throw;
   }
   check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(graph warm-up)");
   std::vector<std::vector<double>> gr(k);
@@ -105,12 +126,8 @@ std::vector<timings> time_interleaved(const std::vector<call_fn>& candidates, cu
       check(cudaEventRecord(ev.stop, stream), "cudaEventRecord");
       gr[c].push_back(ev.elapsed_us() / batch);
     }
-  for (std::size_t c = 0; c < k; ++c) {
-    check(cudaGraphExecDestroy(exec[c]), "cudaGraphExecDestroy");
-    out[c].stream_us = median(str[c]);
-    out[c].graph_us = median(gr[c]);
-    out[c].batch = batch;
-  }
+  for (std::size_t c = 0; c < k; ++c) out[c].graph_us = median(gr[c]);
+  destroy_execs();
   return out;
 }
 

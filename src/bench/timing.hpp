@@ -23,6 +23,8 @@ struct timing_plan {
   int max_batch = 1000;     // calls per stream batch / per graph
   double batch_budget_us = 20000;  // fewer calls per batch where one call is long
   int min_batch = 10;              // at least this many calls per batch (cold runs raise it)
+  bool graph = true;               // false: skip graph replay (graph_us = NaN), for a candidate
+                                   // that cannot be captured
   // Run before each per-call measurement, outside the events (an L2 flush for cold runs).
   std::function<void(cudaStream_t)> before_each_call;
 };
@@ -30,7 +32,8 @@ struct timing_plan {
 struct timings {
   double per_call_us = 0;  // median, events around one call, then synchronise
   double stream_us = 0;    // median over batches of (batch time / calls), host launch cost included
-  double graph_us = 0;     // median over replays of a graph of many calls, per call
+  double graph_us = 0;     // median over replays of a graph of many calls, per call (NaN when
+                           // the plan skipped graphs)
   int batch = 0;           // calls per stream batch and per graph
 };
 

@@ -1,13 +1,16 @@
-// The tally command: device info, benchmarks and reducing files.
+// The tally command: device info, benchmarks, and reductions, statistics and dot products of files.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "bench/core_bench.hpp"
+#include "bench/numerics_bench.hpp"
 #include "bench/probe.hpp"
 #include "bench/tune.hpp"
 #include "cli/progress.hpp"
@@ -71,28 +74,201 @@ int cmd_info(bool as_json) {
   return 0;
 }
 
-int cmd_reduce(const std::string& path, const std::string& op_name, const std::string& dtype_name,
-               bool value_only) {
-  const auto o = tally::parse_op(op_name);
-  if (!o) throw tally::error("unknown --op '" + op_name + "' (sum, prod, min, max, bit_and, bit_or, bit_xor, all, any)");
-  tally::io::loaded_array a;
-  const bool is_npy = path.size() >= 4 && path.compare(path.size() - 4, 4, ".npy") == 0;
-  if (is_npy && dtype_name.empty()) {
-    a = tally::io::read_npy(path);
-  } else {
-    if (dtype_name.empty())
-      throw tally::error("'" + path + "' is not a .npy file: give its element type with --dtype");
-    const auto t = tally::parse_dtype(dtype_name);
+std::string op_names() {
+  std::string s;
+  for (int k = 0; k < tally::kOpCount; ++k)
+    s += (k ? ", " : "") + std::string(tally::to_string(static_cast<tally::op>(k)));
+  return s;
+}
+
+// --nan and --mode, parsed before any file is read or any GPU work starts.
+tally::options parse_options(const std::string& nan_name, const std::string& mode_name) {
+  tally::options opt;
+  const auto nan = tally::parse_nan_policy(nan_name);
+  if (!nan) throw tally::error("unknown --nan '" + nan_name + "' (propagate, ignore)");
+  opt.nan = *nan;
+  const auto mode = tally::parse_accuracy(mode_name);
+  if (!mode) throw tally::error("unknown --mode '" + mode_name + "' (fast, compensated, exact)");
+  opt.mode = *mode;
+  return opt;
+}
+
+bool is_float(tally::dtype t) {
+  return t == tally::dtype::f16 || t == tally::dtype::bf16 || t == tally::dtype::f32 ||
+         t == tally::dtype::f64;
+}
+
+bool is_npy(const std::string& path) {
+  return path.size() >= 4 && path.compare(path.size() - 4, 4, ".npy") == 0;
+}
+
+// A .npy file (its dtype from the header; a --dtype that contradicts it is an error) or a raw
+// file of --dtype elements.
+tally::io::loaded_array load_array(const std::string& path, const std::string& dtype_name) {
+  std::optional<tally::dtype> t;
+  if (!dtype_name.empty()) {
+    t = tally::parse_dtype(dtype_name);
     if (!t) throw tally::error("unknown --dtype '" + dtype_name + "'");
-    a = tally::io::read_raw(path, *t);
   }
-  if (!tally::supports(a.type, *o)) (void)tally::result_dtype(a.type, *o);  // throws, naming why
+  if (is_npy(path)) {
+    tally::io::loaded_array a = tally::io::read_npy(path);
+    if (t && *t != a.type)
+      throw tally::error("'" + path + "' holds " + tally::to_string(a.type) +
+                         " data but --dtype says " + tally::to_string(*t) +
+                         " (--dtype is for raw files; a .npy file names its own)");
+    return a;
+  }
+  if (!t)
+    throw tally::error("'" + path + "' is not a .npy file: give its element type with --dtype");
+  return tally::io::read_raw(path, *t);
+}
+
+// The array on the device (an empty buffer for n = 0).
+tally::device_buffer upload(const tally::io::loaded_array& a) {
   tally::device_buffer d(a.bytes.size());
   if (!a.bytes.empty()) d.upload(a.bytes.data(), a.bytes.size());
-  const tally::value v = tally::reduce_value(d.get(), a.count, a.type, *o);
-  if (value_only) fmt::print("{}\n", v.to_string());
-  else fmt::print("{}({} x {}) = {} ({})\n", tally::to_string(*o), a.count, tally::to_string(a.type),
-                  v.to_string(), tally::to_string(v.type));
+  return d;
+}
+
+// "sum(3 x f32" plus the options that differ from the defaults.
+std::string call_text(const char* what, const tally::io::loaded_array& a, const tally::options& opt,
+                      bool show_nan, bool show_mode) {
+  std::string s = fmt::format("{}({} x {}", what, a.count, tally::to_string(a.type));
+  if (show_nan && opt.nan != tally::nan_policy::propagate)
+    s += fmt::format(", nan {}", tally::to_string(opt.nan));
+  if (show_mode && opt.mode != tally::accuracy::fast)
+    s += fmt::format(", {}", tally::to_string(opt.mode));
+  return s + ")";
+}
+
+// Shortest text that reads back to the same double (stats are computed in f64).
+std::string num(double x) { return fmt::format("{}", x); }
+
+struct print_mode {
+  bool value_only = false;
+  bool json = false;
+};
+
+int cmd_reduce(const std::string& path, const std::string& op_name, const std::string& dtype_name,
+               const std::string& nan_name, const std::string& mode_name, print_mode pm) {
+  const auto o = tally::parse_op(op_name);
+  if (!o) throw tally::error("unknown --op '" + op_name + "' (" + op_names() + ")");
+  const tally::options opt = parse_options(nan_name, mode_name);
+  const tally::io::loaded_array a = load_array(path, dtype_name);
+  // Refused combinations fail here, before any GPU work, with the library's reason.
+  if (!tally::supports(a.type, *o, opt)) {
+    std::string why = tally::why_unsupported(a.type, *o, opt);
+    if (why.empty()) why = "not supported";
+    std::string flags;
+    if (opt.nan != tally::nan_policy::propagate)
+      flags += std::string(" --nan ") + tally::to_string(opt.nan);
+    if (opt.mode != tally::accuracy::fast)
+      flags += std::string(" --mode ") + tally::to_string(opt.mode);
+    throw tally::error(fmt::format("--op {}{} on {} data: {}", tally::to_string(*o), flags,
+                                   tally::to_string(a.type), why));
+  }
+  const tally::device_buffer d = upload(a);
+  const tally::value v = tally::reduce_value(d.get(), a.count, a.type, *o, nullptr, opt);
+  const bool indexed = *o == tally::op::argmin || *o == tally::op::argmax;
+  if (pm.json) {
+    json j{{"op", tally::to_string(*o)},
+           {"dtype", tally::to_string(a.type)},
+           {"n", a.count},
+           {"nan", tally::to_string(opt.nan)},
+           {"mode", tally::to_string(opt.mode)},
+           {"result_dtype", tally::to_string(v.type)},
+           {"value", v.to_string()}};
+    if (indexed) j["index"] = v.index;
+    std::cout << j.dump(2) << "\n";
+  } else if (pm.value_only) {
+    if (indexed)
+      fmt::print("{} {}\n", v.to_string(), v.index);
+    else
+      fmt::print("{}\n", v.to_string());
+  } else if (indexed) {
+    fmt::print("{} = {} at index {} ({})\n", call_text(tally::to_string(*o), a, opt, true, true),
+               v.to_string(), v.index, tally::to_string(v.type));
+  } else {
+    fmt::print("{} = {} ({})\n", call_text(tally::to_string(*o), a, opt, true, true), v.to_string(),
+               tally::to_string(v.type));
+  }
+  return 0;
+}
+
+int cmd_stats(const std::string& path, const std::string& dtype_name, const std::string& nan_name,
+              int ddof, print_mode pm) {
+  const tally::options opt = parse_options(nan_name, "fast");
+  if (ddof < 0) throw tally::error("--ddof " + std::to_string(ddof) + ": must be 0 or more");
+  const tally::io::loaded_array a = load_array(path, dtype_name);
+  if (a.type == tally::dtype::b8)
+    throw tally::error("stats: '" + path +
+                       "' holds b8 (bool) data; stats need numbers (use reduce --op all/any/sum)");
+  const tally::device_buffer d = upload(a);
+  const tally::stats st = tally::stats_value(d.get(), a.count, a.type, nullptr, opt);
+  const double var = st.variance(ddof), sd = st.stddev(ddof);
+  if (pm.json) {
+    json j{{"dtype", tally::to_string(a.type)},
+           {"n", a.count},
+           {"nan", tally::to_string(opt.nan)},
+           {"ddof", ddof},
+           {"count", st.count},
+           {"sum", num(st.sum)},
+           {"min", num(st.min)},
+           {"max", num(st.max)},
+           {"mean", num(st.mean)},
+           {"variance", num(var)},
+           {"stddev", num(sd)}};
+    std::cout << j.dump(2) << "\n";
+  } else if (pm.value_only) {
+    fmt::print("{} {} {} {} {} {} {}\n", st.count, num(st.sum), num(st.min), num(st.max),
+               num(st.mean), num(var), num(sd));
+  } else {
+    fmt::print("{}\n", call_text("stats", a, opt, true, false));
+    fmt::print("count     {}\n", st.count);
+    fmt::print("sum       {}\n", num(st.sum));
+    fmt::print("min       {}\n", num(st.min));
+    fmt::print("max       {}\n", num(st.max));
+    fmt::print("mean      {}\n", num(st.mean));
+    fmt::print("variance  {} (ddof {})\n", num(var), ddof);
+    fmt::print("stddev    {} (ddof {})\n", num(sd), ddof);
+  }
+  return 0;
+}
+
+int cmd_dot(const std::string& path_x, const std::string& path_y, const std::string& dtype_name,
+            const std::string& mode_name, print_mode pm) {
+  const tally::options opt = parse_options("propagate", mode_name);
+  // --dtype describes the raw files; a .npy file names its own (a mismatch is reported below).
+  const tally::io::loaded_array x = load_array(path_x, is_npy(path_x) ? "" : dtype_name);
+  const tally::io::loaded_array y = load_array(path_y, is_npy(path_y) ? "" : dtype_name);
+  if (x.type != y.type)
+    throw tally::error(
+        fmt::format("dot: '{}' holds {} and '{}' holds {}: both files must have the same dtype",
+                    path_x, tally::to_string(x.type), path_y, tally::to_string(y.type)));
+  if (!is_float(x.type))
+    throw tally::error(
+        fmt::format("dot: the files hold {}; dot needs float vectors (f16, bf16, f32, f64)",
+                    tally::to_string(x.type)));
+  if (x.count != y.count)
+    throw tally::error(
+        fmt::format("dot: '{}' has {} elements and '{}' has {}: both must have the same length",
+                    path_x, x.count, path_y, y.count));
+  const tally::device_buffer dx = upload(x), dy = upload(y);
+  const tally::value v = tally::dot_value(dx.get(), dy.get(), x.count, x.type, nullptr, opt);
+  if (pm.json) {
+    json j{{"op", "dot"},
+           {"dtype", tally::to_string(x.type)},
+           {"n", x.count},
+           {"mode", tally::to_string(opt.mode)},
+           {"result_dtype", tally::to_string(v.type)},
+           {"value", v.to_string()}};
+    std::cout << j.dump(2) << "\n";
+  } else if (pm.value_only) {
+    fmt::print("{}\n", v.to_string());
+  } else {
+    fmt::print("{} = {} ({})\n", call_text("dot", x, opt, false, true), v.to_string(),
+               tally::to_string(v.type));
+  }
   return 0;
 }
 
@@ -106,7 +282,8 @@ int main(int argc, char** argv) {
   auto* info = app.add_subcommand("info", "device, SMs, L2, theoretical bandwidth, measured read ceiling");
   info->add_flag("--json", info_json, "print JSON");
 
-  auto* bench = app.add_subcommand("bench", "benchmarks, side by side with CUB");
+  auto* bench =
+      app.add_subcommand("bench", "benchmarks, side by side with CUB (and cuBLAS for dot)");
   bench->require_subcommand(1);
   output_files core_out, tune_out;
   bool core_quick = false, core_no_cold = false, tune_quick = false;
@@ -118,14 +295,74 @@ int main(int argc, char** argv) {
   add_output_options(tune, tune_out);
   tune->add_flag("--quick", tune_quick, "fewer repetitions");
 
-  std::string reduce_path, reduce_op = "sum", reduce_dtype;
-  bool value_only = false;
+  output_files num_out;
+  bool num_quick = false, num_cold = false;
+  std::vector<std::string> num_sizes, num_tables;
+  auto* numerics = bench->add_subcommand(
+      "numerics",
+      "argmin/argmax vs CUB, dot vs cuBLAS, sum accuracy modes, stats, f16/bf16 sums; 2^10..2^30");
+  add_output_options(numerics, num_out);
+  numerics->add_flag("--quick", num_quick, "fewer repetitions");
+  numerics->add_flag("--cold", num_cold,
+                     "also time sizes that fit in L2 with a cold cache (several minutes more)");
+  numerics
+      ->add_option("--sizes", num_sizes,
+                   "sizes, e.g. 2^20,2^28,1000003 (default: 2^10..2^30 in powers of 4)")
+      ->delimiter(',');
+  numerics
+      ->add_option("--tables", num_tables, "argminmax, dot, accuracy, stats, half (default: all)")
+      ->delimiter(',');
+
+  const char* kDtypeHelp =
+      "element type of a raw file: i8 u8 i16 u16 i32 u32 i64 u64 f16 bf16 f32 f64 b8 "
+      "(a .npy file names its own)";
+  std::string reduce_path, reduce_op = "sum", reduce_dtype, reduce_nan = "propagate",
+                           reduce_mode = "fast";
+  print_mode reduce_print;
   auto* red = app.add_subcommand("reduce", "reduce a .npy file (dtype from its header) or a raw binary file");
   red->add_option("file", reduce_path, "the file")->required();
-  red->add_option("--op", reduce_op, "sum, prod, min, max, bit_and, bit_or, bit_xor, all, any")
+  red->add_option("--op", reduce_op, op_names())->capture_default_str();
+  red->add_option("--nan", reduce_nan,
+                  "NaN policy of min, max, argmin, argmax: propagate or ignore")
       ->capture_default_str();
-  red->add_option("--dtype", reduce_dtype, "element type of a raw file: i8 u8 i16 u16 i32 u32 i64 u64 f32 f64 b8");
-  red->add_flag("--value-only", value_only, "print only the value");
+  red->add_option("--mode", reduce_mode,
+                  "accuracy of float sum and mean: fast, compensated or exact")
+      ->capture_default_str();
+  red->add_option("--dtype", reduce_dtype, kDtypeHelp);
+  red->add_flag("--value-only", reduce_print.value_only,
+                "print only the value (argmin/argmax: value and index)");
+  red->add_flag("--json", reduce_print.json, "print JSON (the value as exact text)");
+
+  std::string stats_path, stats_dtype, stats_nan = "propagate";
+  int stats_ddof = 0;
+  print_mode stats_print;
+  auto* stats = app.add_subcommand(
+      "stats", "count, sum, min, max, mean, variance, stddev of a file, in one pass");
+  stats->add_option("file", stats_path, "the file (.npy or raw)")->required();
+  stats
+      ->add_option("--nan", stats_nan,
+                   "propagate (any NaN gives NaN) or ignore (skip NaNs, count the rest)")
+      ->capture_default_str();
+  stats
+      ->add_option("--ddof", stats_ddof,
+                   "delta degrees of freedom of variance and stddev (0: population, 1: sample)")
+      ->capture_default_str();
+  stats->add_option("--dtype", stats_dtype, kDtypeHelp);
+  stats->add_flag("--value-only", stats_print.value_only,
+                  "print only: count sum min max mean variance stddev");
+  stats->add_flag("--json", stats_print.json, "print JSON (floats as exact text)");
+
+  std::string dot_x, dot_y, dot_dtype, dot_mode = "fast";
+  print_mode dot_print;
+  auto* dotc =
+      app.add_subcommand("dot", "dot product of two files of the same float dtype and length");
+  dotc->add_option("x", dot_x, "first file (.npy or raw)")->required();
+  dotc->add_option("y", dot_y, "second file (.npy or raw)")->required();
+  dotc->add_option("--mode", dot_mode, "accuracy: fast, compensated or exact")
+      ->capture_default_str();
+  dotc->add_option("--dtype", dot_dtype, "element type of raw files: f16 bf16 f32 f64");
+  dotc->add_flag("--value-only", dot_print.value_only, "print only the value");
+  dotc->add_flag("--json", dot_print.json, "print JSON (the value as exact text)");
 
   auto* lab = app.add_subcommand("lab", "the reduction lab: every tutorial kernel, verified and measured");
   lab->require_subcommand(1);
@@ -171,7 +408,30 @@ int main(int argc, char** argv) {
       emit(tally::bench::run_tune(tune_quick, [&](const std::string& s) { p.step(s); }), tune_out);
       return 0;
     }
-    if (red->parsed()) return cmd_reduce(reduce_path, reduce_op, reduce_dtype, value_only);
+    if (numerics->parsed()) {
+      tally::bench::numerics_bench_options o;
+      for (const auto& n : num_sizes) o.sizes.push_back(tally::lab::parse_size(n));
+      o.tables = num_tables;
+      o.quick = num_quick;
+      o.cold = num_cold;
+      tally::cli::progress p("bench numerics");
+      o.progress = [&](const std::string& s) { p.step(s); };
+      const tally::bench::report rep = tally::bench::run_numerics_bench(o);
+      emit(rep, num_out);
+      if (rep.meta.contains("errors")) {
+        for (const auto& err : rep.meta["errors"])
+          std::fprintf(stderr, "tally: error: bench numerics: %s\n",
+                       err.get<std::string>().c_str());
+        return 1;
+      }
+      return 0;
+    }
+    if (red->parsed())
+      return cmd_reduce(reduce_path, reduce_op, reduce_dtype, reduce_nan, reduce_mode,
+                        reduce_print);
+    if (stats->parsed())
+      return cmd_stats(stats_path, stats_dtype, stats_nan, stats_ddof, stats_print);
+    if (dotc->parsed()) return cmd_dot(dot_x, dot_y, dot_dtype, dot_mode, dot_print);
     if (lab_list->parsed()) {
       std::fputs(tally::lab::list_text().c_str(), stdout);
       return 0;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "context.hpp"
+#include "half.hpp"
 #include "tally/tally.hpp"
 
 namespace tally {
@@ -33,12 +34,22 @@ constexpr dtype_row kDtypes[kDtypeCount] = {
     {dtype::u64, "u64", "uint64", 8, true, false, false},
     {dtype::f32, "f32", "float32", 4, false, false, true},
     {dtype::f64, "f64", "float64", 8, false, false, true},
+    {dtype::f16, "f16", "float16", 2, false, false, true},
+    {dtype::bf16, "bf16", "bfloat16", 2, false, false, true},
 };
-constexpr const char* kOps[kOpCount] = {"sum",    "prod",    "min", "max", "bit_and",
-                                        "bit_or", "bit_xor", "all", "any"};
+constexpr const char* kOps[kOpCount] = {"sum",    "prod",   "min",    "max",    "bit_and",
+                                        "bit_or", "bit_xor", "all",   "any",    "argmin",
+                                        "argmax", "sum_sq", "norm2",  "mean"};
+constexpr const char* kNanPolicies[] = {"propagate", "ignore"};
+constexpr const char* kModes[] = {"fast", "compensated", "exact"};
 
 bool valid(dtype t) { return static_cast<int>(t) >= 0 && static_cast<int>(t) < kDtypeCount; }
 bool valid(op o) { return static_cast<int>(o) >= 0 && static_cast<int>(o) < kOpCount; }
+bool valid(nan_policy p) { return p == nan_policy::propagate || p == nan_policy::ignore; }
+bool valid(accuracy m) { return m == accuracy::fast || m == accuracy::compensated || m == accuracy::exact; }
+bool is_half(dtype t) { return t == dtype::f16 || t == dtype::bf16; }
+bool is_arg(op o) { return o == op::argmin || o == op::argmax; }
+bool is_bitwise(op o) { return o == op::bit_and || o == op::bit_or || o == op::bit_xor; }
 const dtype_row& row(dtype t) { return kDtypes[static_cast<int>(t)]; }
 
 std::string describe(dtype t) {
@@ -49,18 +60,74 @@ std::string describe(op o) {
                   : "unknown op (value " + std::to_string(static_cast<int>(o)) + ")";
 }
 
-// Checks the (dtype, op) pair and says why it is refused.
-void require_supported(dtype t, op o, const char* fn) {
-  if (!valid(t)) throw error(std::string("tally::") + fn + ": " + describe(t));
-  if (!valid(o)) throw error(std::string("tally::") + fn + ": " + describe(o));
-  if (supports(t, o)) return;
-  std::string why;
-  if (o == op::bit_and || o == op::bit_or || o == op::bit_xor)
-    why = "bitwise ops need an integer dtype";
-  else if (t == dtype::b8)
-    why = "b8 supports only all and any";
-  throw error(std::string("tally::") + fn + ": op " + kOps[static_cast<int>(o)] +
-              " is not defined for dtype " + row(t).name + (why.empty() ? "" : " (" + why + ")"));
+// Why (t, o, opt) is refused ("" when supported).
+std::string refusal(dtype t, op o, const options& opt) {
+  if (!valid(t)) return describe(t);
+  if (!valid(o)) return describe(o);
+  if (!valid(opt.nan)) return "unknown nan_policy (value " + std::to_string(static_cast<int>(opt.nan)) + ")";
+  if (!valid(opt.mode)) return "unknown accuracy mode (value " + std::to_string(static_cast<int>(opt.mode)) + ")";
+  const std::string pair = std::string("op ") + kOps[static_cast<int>(o)] + " is not defined for dtype " + row(t).name;
+  if (t == dtype::b8 && o != op::all && o != op::any) return pair + " (b8 supports only all and any)";
+  if (is_bitwise(o) && !row(t).is_int) return pair + " (bitwise ops need an integer dtype)";
+  if ((o == op::sum_sq || o == op::norm2) && !row(t).is_float)
+    return pair + " (sum_sq and norm2 need a float dtype: f16, bf16, f32 or f64)";
+  if (opt.nan == nan_policy::ignore && o != op::min && o != op::max && !is_arg(o))
+    return std::string("nan_policy ignore applies to min, max, argmin, argmax and stats, not to op ") +
+           kOps[static_cast<int>(o)];
+  if (opt.mode != accuracy::fast) {
+    const char* m = kModes[static_cast<int>(opt.mode)];
+    if (o != op::sum && o != op::mean)
+      return std::string("accuracy mode ") + m + " applies to sum, mean and dot, not to op " +
+             kOps[static_cast<int>(o)];
+    if (!row(t).is_float)
+      return std::string("accuracy mode ") + m + " needs a float dtype: " + row(t).name +
+             " sums are always exact (64-bit integer arithmetic)";
+  }
+  return "";
+}
+
+// Checks (dtype, op, options) and says why it is refused.
+void require_supported(dtype t, op o, const options& opt, const char* fn) {
+  const std::string why = refusal(t, o, opt);
+  if (!why.empty()) throw error(std::string("tally::") + fn + ": " + why);
+}
+void require_supported(dtype t, op o, const char* fn) { require_supported(t, o, options{}, fn); }
+
+// The kernel that computes (o, opt) (the pair is already checked).
+core::kind kind_of(dtype t, op o, const options& opt) {
+  const bool ignore = opt.nan == nan_policy::ignore && row(t).is_float;
+  switch (o) {
+    case op::sum:
+      return opt.mode == accuracy::exact ? core::kind::sum_exact
+             : opt.mode == accuracy::compensated ? core::kind::sum_comp : core::kind::sum;
+    case op::mean:
+      return opt.mode == accuracy::exact ? core::kind::mean_exact
+             : opt.mode == accuracy::compensated ? core::kind::mean_comp : core::kind::mean;
+    case op::min: return ignore ? core::kind::min_ignore : core::kind::min;
+    case op::max: return ignore ? core::kind::max_ignore : core::kind::max;
+    case op::argmin: return ignore ? core::kind::argmin_ignore : core::kind::argmin;
+    case op::argmax: return ignore ? core::kind::argmax_ignore : core::kind::argmax;
+    default: return static_cast<core::kind>(static_cast<int>(o));
+  }
+}
+
+// Refusals of dot and stats ("" when supported).
+std::string dot_refusal(dtype t, const options& opt) {
+  if (!valid(t)) return describe(t);
+  if (!valid(opt.nan)) return "unknown nan_policy (value " + std::to_string(static_cast<int>(opt.nan)) + ")";
+  if (!valid(opt.mode)) return "unknown accuracy mode (value " + std::to_string(static_cast<int>(opt.mode)) + ")";
+  if (!row(t).is_float) return std::string("dot is not defined for dtype ") + row(t).name + " (dot needs f16, bf16, f32 or f64)";
+  if (opt.nan != nan_policy::propagate) return "nan_policy ignore does not apply to dot";
+  return "";
+}
+std::string stats_refusal(dtype t, const options& opt) {
+  if (!valid(t)) return describe(t);
+  if (!valid(opt.nan)) return "unknown nan_policy (value " + std::to_string(static_cast<int>(opt.nan)) + ")";
+  if (!valid(opt.mode)) return "unknown accuracy mode (value " + std::to_string(static_cast<int>(opt.mode)) + ")";
+  if (t == dtype::b8) return "stats is not defined for dtype b8";
+  if (opt.mode != accuracy::fast)
+    return "accuracy modes apply to sum, mean and dot; stats always accumulates in f64 with Chan's merge";
+  return "";
 }
 
 std::string hex(const void* p) {
@@ -89,38 +156,66 @@ std::optional<op> parse_op(std::string_view name) noexcept {
   return std::nullopt;
 }
 
-bool supports(dtype t, op o) noexcept {
-  if (!valid(t) || !valid(o)) return false;
-  if (t == dtype::b8) return o == op::all || o == op::any;
-  if (o == op::bit_and || o == op::bit_or || o == op::bit_xor) return row(t).is_int;
-  return true;
+const char* to_string(nan_policy p) noexcept { return valid(p) ? kNanPolicies[static_cast<int>(p)] : "unknown"; }
+const char* to_string(accuracy m) noexcept { return valid(m) ? kModes[static_cast<int>(m)] : "unknown"; }
+std::optional<nan_policy> parse_nan_policy(std::string_view name) noexcept {
+  for (int k = 0; k < 2; ++k)
+    if (name == kNanPolicies[k]) return static_cast<nan_policy>(k);
+  return std::nullopt;
 }
+std::optional<accuracy> parse_accuracy(std::string_view name) noexcept {
+  for (int k = 0; k < 3; ++k)
+    if (name == kModes[k]) return static_cast<accuracy>(k);
+  return std::nullopt;
+}
+
+bool supports(dtype t, op o) noexcept { return supports(t, o, options{}); }
+bool supports(dtype t, op o, const options& opt) noexcept {
+  try {
+    return refusal(t, o, opt).empty();
+  } catch (...) {
+    return false;
+  }
+}
+std::string why_unsupported(dtype t, op o, const options& opt) { return refusal(t, o, opt); }
 
 dtype result_dtype(dtype t, op o) {
   require_supported(t, o, "result_dtype");
+  const bool fl = row(t).is_float;
   switch (o) {
     case op::sum:
     case op::prod:
-      if (row(t).is_float) return t;
+      if (fl) return is_half(t) ? dtype::f32 : t;
       return row(t).is_signed ? dtype::i64 : dtype::u64;
     case op::all:
     case op::any: return dtype::b8;
-    default: return t;
+    case op::mean: return fl ? (is_half(t) ? dtype::f32 : t) : dtype::f64;
+    default: return is_half(t) ? dtype::f32 : t;  // min, max, argmin, argmax, bitwise, sum_sq, norm2
   }
 }
 
-value identity(dtype t, op o) {
+std::size_t result_bytes(dtype t, op o) {
+  const dtype r = result_dtype(t, o);  // validates the pair
+  return is_arg(o) ? 16 : row(r).size;
+}
+
+value identity(dtype t, op o, const options& opt) {
+  require_supported(t, o, opt, "identity");
   const dtype r = result_dtype(t, o);
   value v;
   v.type = r;
   const bool is_float = row(r).is_float;
   const bool is_signed = row(r).is_signed;
   const int bits = static_cast<int>(row(r).size * 8);
+  const double qnan = std::numeric_limits<double>::quiet_NaN();
   switch (o) {
     case op::sum:
     case op::bit_or:
     case op::bit_xor:
-    case op::any: v.i = 0; break;
+    case op::any:
+    case op::sum_sq:
+    case op::norm2: v.i = 0; break;
+    case op::mean: v.f = qnan; break;
     case op::prod:
       if (is_float) v.f = 1.0; else v.i = 1;
       break;
@@ -129,15 +224,21 @@ value identity(dtype t, op o) {
       if (is_signed) v.i = -1; else v.u = bits == 64 ? ~0ull : (1ull << bits) - 1;
       break;
     case op::min:
-      if (is_float) v.f = std::numeric_limits<double>::infinity();
-      else if (is_signed) v.i = bits == 64 ? std::numeric_limits<std::int64_t>::max() : (1ll << (bits - 1)) - 1;
-      else v.u = bits == 64 ? ~0ull : (1ull << bits) - 1;
-      break;
     case op::max:
-      if (is_float) v.f = -std::numeric_limits<double>::infinity();
-      else if (is_signed) v.i = bits == 64 ? std::numeric_limits<std::int64_t>::min() : -(1ll << (bits - 1));
-      else v.u = 0;
+    case op::argmin:
+    case op::argmax: {
+      const bool want_max = o == op::min || o == op::argmin;  // the identity of min is the highest
+      if (is_float) {
+        if (is_arg(o) || opt.nan == nan_policy::ignore) v.f = qnan;
+        else v.f = want_max ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
+      } else if (is_signed) {
+        v.i = want_max ? (bits == 64 ? std::numeric_limits<std::int64_t>::max() : (1ll << (bits - 1)) - 1)
+                       : (bits == 64 ? std::numeric_limits<std::int64_t>::min() : -(1ll << (bits - 1)));
+      } else {
+        v.u = want_max ? (bits == 64 ? ~0ull : (1ull << bits) - 1) : 0;
+      }
       break;
+    }
   }
   return v;
 }
@@ -161,77 +262,88 @@ std::string value::to_string() const {
 }
 
 bool value::operator==(const value& o) const noexcept {
-  if (type != o.type) return false;
+  if (type != o.type || index != o.index) return false;
   if (row(type).is_float) return std::memcmp(&f, &o.f, sizeof f) == 0;
   return u == o.u;
 }
 
 namespace core {
-launch_fn find_launcher(dtype t, op o) {
+launch_fn find_launcher(dtype t, kind k) {
+  auto pick = [k](launch_fn basic, launch_fn numerics) { return basic ? basic : numerics; };
   switch (t) {
-    case dtype::b8: return launcher_for<std::uint8_t>(o);
-    case dtype::i8: return launcher_for<std::int8_t>(o);
-    case dtype::u8: return launcher_for<std::uint8_t>(o);
-    case dtype::i16: return launcher_for<std::int16_t>(o);
-    case dtype::u16: return launcher_for<std::uint16_t>(o);
-    case dtype::i32: return launcher_for<std::int32_t>(o);
-    case dtype::u32: return launcher_for<std::uint32_t>(o);
-    case dtype::i64: return launcher_for<std::int64_t>(o);
-    case dtype::u64: return launcher_for<std::uint64_t>(o);
-    case dtype::f32: return launcher_for<float>(o);
-    case dtype::f64: return launcher_for<double>(o);
+    case dtype::b8:
+    case dtype::u8: return pick(launcher_basic<std::uint8_t>(k), launcher_numerics<std::uint8_t>(k));
+    case dtype::i8: return pick(launcher_basic<std::int8_t>(k), launcher_numerics<std::int8_t>(k));
+    case dtype::i16: return pick(launcher_basic<std::int16_t>(k), launcher_numerics<std::int16_t>(k));
+    case dtype::u16: return pick(launcher_basic<std::uint16_t>(k), launcher_numerics<std::uint16_t>(k));
+    case dtype::i32: return pick(launcher_basic<std::int32_t>(k), launcher_numerics<std::int32_t>(k));
+    case dtype::u32: return pick(launcher_basic<std::uint32_t>(k), launcher_numerics<std::uint32_t>(k));
+    case dtype::i64: return pick(launcher_basic<std::int64_t>(k), launcher_numerics<std::int64_t>(k));
+    case dtype::u64: return pick(launcher_basic<std::uint64_t>(k), launcher_numerics<std::uint64_t>(k));
+    case dtype::f32: return pick(launcher_basic<float>(k), launcher_numerics<float>(k));
+    case dtype::f64: return pick(launcher_basic<double>(k), launcher_numerics<double>(k));
+    case dtype::f16: return pick(launcher_basic<f16_t>(k), launcher_numerics<f16_t>(k));
+    case dtype::bf16: return pick(launcher_basic<bf16_t>(k), launcher_numerics<bf16_t>(k));
   }
   return nullptr;
 }
-launch_record plan(dtype t, op o, std::uint64_t n) {
-  const dtype r = result_dtype(t, o);  // validates the pair
-  (void)r;
+launch_record plan(dtype t, op o, std::uint64_t n, const options& opt) {
+  require_supported(t, o, opt, "plan");
   const device_context& dev = current_context();
   launch_ctx c{&dev, nullptr, nullptr, true};
-  find_launcher(t, o)(nullptr, n, nullptr, c);
+  find_launcher(t, kind_of(t, o, opt))(nullptr, n, nullptr, c);
   return last_launch();
 }
 }  // namespace core
 
-void reduce(const void* d_in, std::uint64_t n, dtype t, op o, void* d_out, stream_t stream,
-            const options& /*opt*/) {
-  require_supported(t, o, "reduce");
-  const std::size_t in_size = row(t).size;
-  const std::size_t out_size = row(result_dtype(t, o)).size;
-  if (d_in == nullptr && n > 0)
-    throw error("tally::reduce: d_in is null but n = " + std::to_string(n));
-  if (d_out == nullptr) throw error("tally::reduce: d_out is null");
-  if (reinterpret_cast<std::uintptr_t>(d_in) % in_size != 0)
-    throw error("tally::reduce: d_in " + hex(d_in) + " is not aligned to " +
-                std::to_string(in_size) + " bytes, the size of one " + row(t).name);
-  if (reinterpret_cast<std::uintptr_t>(d_out) % out_size != 0)
-    throw error("tally::reduce: d_out " + hex(d_out) + " is not aligned to " +
-                std::to_string(out_size) + " bytes, the size of one " +
-                row(result_dtype(t, o)).name);
+namespace {
+
+void check_input(const char* fn, const char* name, const void* p, std::uint64_t n, dtype t) {
+  if (p == nullptr && n > 0)
+    throw error(std::string("tally::") + fn + ": " + name + " is null but n = " + std::to_string(n));
+  if (reinterpret_cast<std::uintptr_t>(p) % row(t).size != 0)
+    throw error(std::string("tally::") + fn + ": " + name + " " + hex(p) + " is not aligned to " +
+                std::to_string(row(t).size) + " bytes, the size of one " + row(t).name);
+}
+void check_output(const char* fn, const void* p, std::size_t align, const std::string& what) {
+  if (p == nullptr) throw error(std::string("tally::") + fn + ": d_out is null");
+  if (reinterpret_cast<std::uintptr_t>(p) % align != 0)
+    throw error(std::string("tally::") + fn + ": d_out " + hex(p) + " is not aligned to " +
+                std::to_string(align) + " bytes, as " + what + " needs");
+}
+
+// Launches kind k on (current device, stream) once the arguments are checked.
+void run(core::kind k, dtype t, const void* d_in, const void* d_in2, std::uint64_t n, void* d_out,
+         stream_t stream) {
   const core::device_context& dev = core::current_context();
   auto* s = reinterpret_cast<cudaStream_t>(stream);
   core::launch_ctx c{&dev, s, &core::stream_workspace(dev, s)};
-  core::find_launcher(t, o)(d_in, n, d_out, c);
+  c.d_in2 = d_in2;
+  core::launch_fn fn = core::find_launcher(t, k);
+  if (fn == nullptr)  // the tables above and the launchers disagree: a tally bug, said plainly
+    throw error(std::string("tally: internal error: no kernel for dtype ") + row(t).name + ", kind " +
+                std::to_string(static_cast<int>(k)));
+  fn(d_in, n, d_out, c);
 }
 
-value reduce_value(const void* d_in, std::uint64_t n, dtype t, op o, stream_t stream,
-                   const options& opt) {
-  require_supported(t, o, "reduce_value");
+// Runs `launch(d_result)` on the stream's workspace, copies `bytes` back and hands them to
+// `read`, as one step, so threads sharing a stream never read each other's result.
+template <class Launch, class Read>
+auto blocking(stream_t stream, std::size_t bytes, Launch&& launch, Read&& read) {
   const core::device_context& dev = core::current_context();
   auto* s = reinterpret_cast<cudaStream_t>(stream);
   core::workspace& ws = core::stream_workspace(dev, s);
-  // Launch, copy back and read as one step, so threads sharing a stream never read each other's
-  // result.
   std::lock_guard<std::mutex> lock(ws.result_mutex);
-  reduce(d_in, n, t, o, ws.d_result, stream, opt);
-  const dtype r = result_dtype(t, o);
-  const std::size_t size = row(r).size;
-  core::check_cuda(cudaMemcpyAsync(ws.h_result, ws.d_result, size, cudaMemcpyDeviceToHost, s),
+  launch(ws.d_result);
+  core::check_cuda(cudaMemcpyAsync(ws.h_result, ws.d_result, bytes, cudaMemcpyDeviceToHost, s),
                    "cudaMemcpyAsync(result to host)");
-  core::check_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize(reduce_value)");
+  core::check_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize(waiting for the result)");
+  return read(static_cast<const unsigned char*>(ws.h_result));
+}
+
+value read_value(dtype r, const unsigned char* h) {
   value v;
   v.type = r;
-  const unsigned char* h = static_cast<const unsigned char*>(ws.h_result);
   switch (r) {
     case dtype::b8: v.i = h[0] != 0; break;
     case dtype::i8: { std::int8_t x; std::memcpy(&x, h, 1); v.i = x; break; }
@@ -244,8 +356,89 @@ value reduce_value(const void* d_in, std::uint64_t n, dtype t, op o, stream_t st
     case dtype::u64: std::memcpy(&v.u, h, 8); break;
     case dtype::f32: { float x; std::memcpy(&x, h, 4); v.f = x; break; }
     case dtype::f64: std::memcpy(&v.f, h, 8); break;
+    case dtype::f16:
+    case dtype::bf16: break;  // never a result type
   }
   return v;
+}
+
+}  // namespace
+
+void reduce(const void* d_in, std::uint64_t n, dtype t, op o, void* d_out, stream_t stream,
+            const options& opt) {
+  require_supported(t, o, opt, "reduce");
+  check_input("reduce", "d_in", d_in, n, t);
+  const dtype r = result_dtype(t, o);
+  check_output("reduce", d_out, is_arg(o) ? 8 : row(r).size,
+               is_arg(o) ? std::string("an indexed<") + row(r).name + "> record" : std::string("one ") + row(r).name);
+  run(kind_of(t, o, opt), t, d_in, nullptr, n, d_out, stream);
+}
+
+value reduce_value(const void* d_in, std::uint64_t n, dtype t, op o, stream_t stream,
+                   const options& opt) {
+  require_supported(t, o, opt, "reduce_value");
+  const dtype r = result_dtype(t, o);
+  return blocking(
+      stream, result_bytes(t, o), [&](void* d_res) { reduce(d_in, n, t, o, d_res, stream, opt); },
+      [&](const unsigned char* h) {
+        if (!is_arg(o)) return read_value(r, h);
+        value v = read_value(r, h + 8);
+        std::memcpy(&v.index, h, 8);
+        return v;
+      });
+}
+
+dtype dot_result_dtype(dtype t) {
+  const std::string why = dot_refusal(t, options{});
+  if (!why.empty()) throw error("tally::dot_result_dtype: " + why);
+  return is_half(t) ? dtype::f32 : t;
+}
+
+void dot(const void* d_x, const void* d_y, std::uint64_t n, dtype t, void* d_out, stream_t stream,
+         const options& opt) {
+  const std::string why = dot_refusal(t, opt);
+  if (!why.empty()) throw error("tally::dot: " + why);
+  check_input("dot", "d_x", d_x, n, t);
+  check_input("dot", "d_y", d_y, n, t);
+  const dtype r = dot_result_dtype(t);
+  check_output("dot", d_out, row(r).size, std::string("one ") + row(r).name);
+  const core::kind k = opt.mode == accuracy::exact         ? core::kind::dot_exact
+                       : opt.mode == accuracy::compensated ? core::kind::dot_comp
+                                                           : core::kind::dot;
+  run(k, t, d_x, d_y, n, d_out, stream);
+}
+
+value dot_value(const void* d_x, const void* d_y, std::uint64_t n, dtype t, stream_t stream,
+                const options& opt) {
+  const std::string why = dot_refusal(t, opt);
+  if (!why.empty()) throw error("tally::dot_value: " + why);
+  const dtype r = dot_result_dtype(t);
+  return blocking(
+      stream, row(r).size, [&](void* d_res) { dot(d_x, d_y, n, t, d_res, stream, opt); },
+      [&](const unsigned char* h) { return read_value(r, h); });
+}
+
+void reduce_stats(const void* d_in, std::uint64_t n, dtype t, void* d_out, stream_t stream,
+                  const options& opt) {
+  const std::string why = stats_refusal(t, opt);
+  if (!why.empty()) throw error("tally::reduce_stats: " + why);
+  check_input("reduce_stats", "d_in", d_in, n, t);
+  check_output("reduce_stats", d_out, 8, "a tally::stats record");
+  const bool ignore = opt.nan == nan_policy::ignore && row(t).is_float;
+  run(ignore ? core::kind::stats_ignore : core::kind::stats, t, d_in, nullptr, n, d_out, stream);
+}
+
+stats stats_value(const void* d_in, std::uint64_t n, dtype t, stream_t stream, const options& opt) {
+  const std::string why = stats_refusal(t, opt);
+  if (!why.empty()) throw error("tally::stats_value: " + why);
+  static_assert(sizeof(stats) == 48, "the device writes core::stats_out, 48 bytes");
+  return blocking(
+      stream, sizeof(stats), [&](void* d_res) { reduce_stats(d_in, n, t, d_res, stream, opt); },
+      [&](const unsigned char* h) {
+        stats st;
+        std::memcpy(&st, h, sizeof st);
+        return st;
+      });
 }
 
 void release_stream(stream_t stream) { core::release_workspace(reinterpret_cast<cudaStream_t>(stream)); }

@@ -106,15 +106,16 @@ std::unique_ptr<workspace> make_workspace(device_slot& slot) {
   auto w = std::make_unique<workspace>();
   const std::size_t partial_bytes = std::size_t(kMaxBlocks) * kMaxAccBytes;
   char* base = nullptr;
-  check_cuda(cudaMalloc(reinterpret_cast<void**>(&base), partial_bytes + 256),
+  check_cuda(cudaMalloc(reinterpret_cast<void**>(&base), partial_bytes + kTailBytes),
              "cudaMalloc(tally stream workspace)");
   w->d_partials = base;
   w->max_blocks = kMaxBlocks;
   w->d_counter = reinterpret_cast<unsigned int*>(base + partial_bytes);
   w->d_result = base + partial_bytes + 128;
-  cudaError_t e = cudaMemsetAsync(base + partial_bytes, 0, 256, slot.setup_stream);
+  w->d_exact = reinterpret_cast<long long*>(base + partial_bytes + 256);
+  cudaError_t e = cudaMemsetAsync(base + partial_bytes, 0, kTailBytes, slot.setup_stream);
   if (e == cudaSuccess) e = cudaStreamSynchronize(slot.setup_stream);
-  if (e == cudaSuccess) e = cudaMallocHost(&w->h_result, 16);
+  if (e == cudaSuccess) e = cudaMallocHost(&w->h_result, 64);
   if (e != cudaSuccess) {
     cudaFree(base);
     throw_cuda(e, "initialising the tally stream workspace");
@@ -123,14 +124,14 @@ std::unique_ptr<workspace> make_workspace(device_slot& slot) {
 }
 
 // A captured call's workspace: a slice of an 8 MiB slab, sized for the largest resident grid of
-// blocks of kMinBlockThreads (34 KiB on an H100), zeroed when the slab is made.
+// blocks of kMinBlockThreads (about 68 KiB on an H100), zeroed when the slab is made.
 std::unique_ptr<workspace> make_capture_workspace(device_slot& slot) {
   relaxed_capture guard;
   const device_context& c = slot.ctx;
   const unsigned max_blocks = static_cast<unsigned>(
       std::min<long long>(kMaxBlocks, (long long)c.sm_count * c.max_threads_per_sm / kMinBlockThreads));
   const std::size_t partial_bytes = (std::size_t(max_blocks) * kMaxAccBytes + 255) / 256 * 256;
-  const std::size_t chunk = partial_bytes + 256;
+  const std::size_t chunk = (partial_bytes + kTailBytes + 255) / 256 * 256;
   if (slot.slab_left < chunk) {
     const std::size_t slab_bytes = std::max<std::size_t>(std::size_t(8) << 20, chunk);
     char* slab = nullptr;
@@ -151,6 +152,7 @@ std::unique_ptr<workspace> make_capture_workspace(device_slot& slot) {
   w->max_blocks = max_blocks;
   w->d_counter = reinterpret_cast<unsigned int*>(slot.slab + partial_bytes);
   w->d_result = slot.slab + partial_bytes + 128;
+  w->d_exact = reinterpret_cast<long long*>(slot.slab + partial_bytes + 256);
   slot.slab += chunk;
   slot.slab_left -= chunk;
   return w;

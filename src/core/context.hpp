@@ -24,7 +24,8 @@ struct workspace {
   unsigned max_blocks = 0;             // the grid may not exceed this
   bool owns_memory = true;             // false: a slice of a capture slab
   unsigned int* d_counter = nullptr;   // zero between calls
-  void* d_result = nullptr;            // 16 bytes for reduce_value
+  long long* d_exact = nullptr;        // the exact mode's global accumulator, zero between calls
+  void* d_result = nullptr;            // 64 bytes for reduce_value
   void* h_result = nullptr;            // pinned mirror of d_result
   std::mutex result_mutex;             // reduce_value: launch, copy back and read as one step
   ~workspace();
@@ -33,7 +34,10 @@ inline constexpr int kMaxBlocks = 4096;
 // The core's blocks have at least this many threads (launch.cuh checks), which bounds the
 // resident grid, and so the partials a workspace made for a captured call needs.
 inline constexpr int kMinBlockThreads = 256;
-inline constexpr int kMaxAccBytes = 32;
+inline constexpr int kMaxAccBytes = 64;
+// Bytes after the partials: the counter (at 0), the result slot (at 128, 64 bytes) and the exact
+// mode's accumulator (at 256, exact::kWords * 8 = 1088 bytes).
+inline constexpr std::size_t kTailBytes = 256 + 1088;
 
 struct device_context {
   int ordinal = 0;
@@ -58,8 +62,17 @@ struct launch_ctx {
   cudaStream_t stream;
   workspace* ws;
   bool dry_run = false;  // choose and record the grid, launch nothing (tests, --debug)
+  const void* d_in2 = nullptr;  // binary ops (dot): the second input
 };
 using launch_fn = void (*)(const void* d_in, std::uint64_t n, void* d_out, const launch_ctx& c);
+
+// What a launcher computes: the public ops, then NaN-ignoring, compensated, exact, dot and stats
+// forms (api.cpp maps (op, options) to these).
+enum class kind : int {
+  sum, prod, min, max, bit_and, bit_or, bit_xor, all, any, argmin, argmax, sum_sq, norm2, mean,
+  min_ignore, max_ignore, argmin_ignore, argmax_ignore, sum_comp, sum_exact, mean_comp,
+  mean_exact, dot, dot_comp, dot_exact, stats, stats_ignore
+};
 
 // What the last launch on this thread looked like. With TALLY_DEBUG_LAUNCH=1 in the
 // environment every launch is also logged to stderr.
@@ -71,13 +84,16 @@ struct launch_record {
 void record_launch(const launch_record& r);
 launch_record last_launch();
 // The grid a call with these arguments would launch on the current device (nothing runs).
-launch_record plan(dtype t, op o, std::uint64_t n);
+launch_record plan(dtype t, op o, std::uint64_t n, const options& opt = {});
 
-// The launchers of every op defined on element type T (nullptr where undefined); defined in
-// launch.cuh and instantiated once per element type in instantiate_<type>.cu.
+// The launchers of every kind defined on element type T (nullptr where undefined), defined in
+// launch.cuh: the plain ops (instantiate_<type>.cu) and the numerics kinds (argmin/argmax,
+// sum_sq, norm2, mean, compensated, exact, dot, stats: instantiate_<type>_numerics.cu).
 template <class T>
-launch_fn launcher_for(op o);
-// The launcher of (dtype, op); nullptr when the pair is not supported.
-launch_fn find_launcher(dtype t, op o);
+launch_fn launcher_basic(kind k);
+template <class T>
+launch_fn launcher_numerics(kind k);
+// The launcher of (dtype, kind); nullptr when the pair is not supported.
+launch_fn find_launcher(dtype t, kind k);
 
 }  // namespace tally::core

@@ -24,6 +24,7 @@ struct reduce_args {
   typename Op::out_type* d_out;
   typename Op::acc_type* d_partials;  // one per block when gridDim.x > 1
   unsigned int* d_counter;            // zero between calls
+  const T* d_in2 = nullptr;           // the second input of binary ops (dot)
 };
 
 // Programmatic dependent launch: wait for the previous kernel in the stream to finish (its
@@ -77,16 +78,35 @@ __device__ __forceinline__ typename Op::acc_type combine_all(const typename Op::
   }
 }
 
+// Element i's vector of the second input (dot): a 16-byte load when it shares the first input's
+// alignment, else element loads (correct for any element-aligned pointer, slower).
+template <load_hint H, class T>
+__device__ __forceinline__ vec16<T> load_second(const T* __restrict__ d_y, std::uint64_t first, bool aligned) {
+  if (aligned) return load_vec<H>(reinterpret_cast<const vec16<T>*>(d_y + first));
+  vec16<T> r;
+#pragma unroll
+  for (int k = 0; k < vec16<T>::size; ++k) r.e[k] = d_y[first + k];
+  return r;
+}
+
 // The per-block part: this block's share of the input reduced into thread 0's return value.
+// UNROLL vectors are in flight per thread; they fold into min(UNROLL, max_accs) accumulators,
+// each of which sees its elements in increasing index order (argmin/argmax rely on that).
 template <class T, class Op, int BLOCK, int UNROLL, load_hint H, layout L>
 __device__ __forceinline__ typename Op::acc_type reduce_block_range(const T* __restrict__ d_in,
                                                                     std::uint64_t n,
                                                                     unsigned int block,
-                                                                    unsigned int blocks) {
+                                                                    unsigned int blocks,
+                                                                    const T* __restrict__ d_in2 = nullptr) {
   using Acc = typename Op::acc_type;
   using V = vec16<T>;
+  constexpr int VN = V::size;
+  constexpr int ACCS = UNROLL < max_accs_v<Op> ? UNROLL : max_accs_v<Op>;
   const split16 s = split_input(d_in, n);
   const V* __restrict__ d_vec = reinterpret_cast<const V*>(d_in + s.head);
+  bool y_aligned = false;
+  if constexpr (binary_v<Op>)
+    y_aligned = ((reinterpret_cast<std::uintptr_t>(d_in2) ^ reinterpret_cast<std::uintptr_t>(d_in)) & 15u) == 0;
 
   // contiguous: one range per block, whole 128-byte lines (8 vectors) so warps stay aligned.
   // strided: thread i of block b reads vectors b*BLOCK + i, then every blocks*BLOCK further.
@@ -104,30 +124,48 @@ __device__ __forceinline__ typename Op::acc_type reduce_block_range(const T* __r
     stride = std::uint64_t(blocks) * BLOCK;
   }
 
-  Acc acc[UNROLL];
+  Acc acc[ACCS];
 #pragma unroll
-  for (int u = 0; u < UNROLL; ++u) acc[u] = Op::identity();
+  for (int u = 0; u < ACCS; ++u) acc[u] = Op::identity();
 
+  // Binary ops load the second input's vectors in the same batch, so 2 x UNROLL are in flight.
+  constexpr int W = binary_v<Op> ? UNROLL : 1;
+  auto fold_at = [&](Acc a, const V& v, const V& w, std::uint64_t j) {
+    if constexpr (binary_v<Op>) return fold_vec2<Op>(a, v, w, s.head + j * VN);
+    else return fold_vec<Op>(a, v, s.head + j * VN);
+  };
   for (; i + (UNROLL - 1) * stride < end; i += UNROLL * stride) {
-    V v[UNROLL];
+    V v[UNROLL], w[W];
 #pragma unroll
-    for (int u = 0; u < UNROLL; ++u) v[u] = load_vec<H>(d_vec + i + u * stride);
+    for (int u = 0; u < UNROLL; ++u) {
+      v[u] = load_vec<H>(d_vec + i + u * stride);
+      if constexpr (binary_v<Op>) w[u] = load_second<H>(d_in2, s.head + (i + u * stride) * VN, y_aligned);
+    }
 #pragma unroll
-    for (int u = 0; u < UNROLL; ++u) acc[u] = fold_vec<Op>(acc[u], v[u]);
+    for (int u = 0; u < UNROLL; ++u) acc[u % ACCS] = fold_at(acc[u % ACCS], v[u], w[u % W], i + u * stride);
   }
 #pragma unroll
   for (int u = 0; u < UNROLL - 1; ++u) {
-    if (i < end) acc[u] = fold_vec<Op>(acc[u], load_vec<H>(d_vec + i));
+    if (i < end) {
+      const V v = load_vec<H>(d_vec + i);
+      V w = v;
+      if constexpr (binary_v<Op>) w = load_second<H>(d_in2, s.head + i * VN, y_aligned);
+      acc[u % ACCS] = fold_at(acc[u % ACCS], v, w, i);
+    }
     i += stride;
   }
 
   // Scalar head and tail (fewer than 16 elements each) go to the last block.
+  auto elem = [&](std::uint64_t j) {
+    if constexpr (binary_v<Op>) return pair_elem<T>{d_in[j], d_in2[j]};
+    else return d_in[j];
+  };
   if (block == blocks - 1) {
-    if (threadIdx.x < s.head) acc[0] = Op::combine(acc[0], Op::transform(d_in[threadIdx.x]));
+    if (threadIdx.x < s.head) acc[0] = Op::combine(acc[0], transform_elem<Op>(elem(threadIdx.x), threadIdx.x));
     const std::uint64_t t = s.tail_begin + threadIdx.x;
-    if (t < n) acc[UNROLL - 1] = Op::combine(acc[UNROLL - 1], Op::transform(d_in[t]));
+    if (t < n) acc[ACCS - 1] = Op::combine(acc[ACCS - 1], transform_elem<Op>(elem(t), t));
   }
-  return block_reduce<Op, BLOCK>(combine_all<Op, UNROLL>(acc));
+  return block_reduce<Op, BLOCK>(combine_all<Op, ACCS>(acc));
 }
 
 template <class T, class Op, int BLOCK, int UNROLL, load_hint H, layout L, int MIN_BLOCKS>
@@ -135,9 +173,9 @@ __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) reduce_kernel(reduce_args<T
   using Acc = typename Op::acc_type;
   pdl_wait();
   pdl_launch_dependents();
-  const Acc v = reduce_block_range<T, Op, BLOCK, UNROLL, H, L>(a.d_in, a.n, blockIdx.x, gridDim.x);
+  const Acc v = reduce_block_range<T, Op, BLOCK, UNROLL, H, L>(a.d_in, a.n, blockIdx.x, gridDim.x, a.d_in2);
   if (gridDim.x == 1) {  // one block: no partials, no fences
-    if (threadIdx.x == 0) *a.d_out = Op::finalize(v);
+    if (threadIdx.x == 0) *a.d_out = finalize_with<Op>(v, a.n, a.d_in);
     return;
   }
   __shared__ bool is_last;
@@ -150,7 +188,7 @@ __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) reduce_kernel(reduce_args<T
   Acc p = Op::identity();
   for (unsigned int b = threadIdx.x; b < gridDim.x; b += BLOCK) p = Op::combine(p, load_cg(a.d_partials + b));
   p = block_reduce<Op, BLOCK>(p);
-  if (threadIdx.x == 0) *a.d_out = Op::finalize(p);
+  if (threadIdx.x == 0) *a.d_out = finalize_with<Op>(p, a.n, a.d_in);
 }
 
 }  // namespace tally::core

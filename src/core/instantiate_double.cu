@@ -1,4 +1,4 @@
-// Kernels and launchers for double elements.
+// Kernels and launchers of the plain ops for double elements.
 #include "launch.cuh"
 
-TALLY_INSTANTIATE_LAUNCHERS(double)
+TALLY_INSTANTIATE_BASIC(double)

@@ -1,4 +1,4 @@
-// Kernels and launchers for float elements.
+// Kernels and launchers of the plain ops for float elements.
 #include "launch.cuh"
 
-TALLY_INSTANTIATE_LAUNCHERS(float)
+TALLY_INSTANTIATE_BASIC(float)

@@ -1,4 +1,4 @@
-// Kernels and launchers for int16_t elements.
+// Kernels and launchers of the plain ops for int16_t elements.
 #include "launch.cuh"
 
-TALLY_INSTANTIATE_LAUNCHERS(std::int16_t)
+TALLY_INSTANTIATE_BASIC(int16_t)

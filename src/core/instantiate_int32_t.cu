@@ -1,4 +1,4 @@
-// Kernels and launchers for int32_t elements.
+// Kernels and launchers of the plain ops for int32_t elements.
 #include "launch.cuh"
 
-TALLY_INSTANTIATE_LAUNCHERS(std::int32_t)
+TALLY_INSTANTIATE_BASIC(int32_t)

@@ -1,4 +1,4 @@
-// Kernels and launchers for int64_t elements.
+// Kernels and launchers of the plain ops for int64_t elements.
 #include "launch.cuh"
 
-TALLY_INSTANTIATE_LAUNCHERS(std::int64_t)
+TALLY_INSTANTIATE_BASIC(int64_t)

@@ -1,4 +1,4 @@
-// Kernels and launchers for int8_t elements.
+// Kernels and launchers of the plain ops for int8_t elements.
 #include "launch.cuh"
 
-TALLY_INSTANTIATE_LAUNCHERS(std::int8_t)
+TALLY_INSTANTIATE_BASIC(int8_t)

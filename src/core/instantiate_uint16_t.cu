@@ -1,4 +1,4 @@
-// Kernels and launchers for uint16_t elements.
+// Kernels and launchers of the plain ops for uint16_t elements.
 #include "launch.cuh"
 
-TALLY_INSTANTIATE_LAUNCHERS(std::uint16_t)
+TALLY_INSTANTIATE_BASIC(uint16_t)

@@ -1,4 +1,4 @@
-// Kernels and launchers for uint32_t elements.
+// Kernels and launchers of the plain ops for uint32_t elements.
 #include "launch.cuh"
 
-TALLY_INSTANTIATE_LAUNCHERS(std::uint32_t)
+TALLY_INSTANTIATE_BASIC(uint32_t)

@@ -1,4 +1,4 @@
-// Kernels and launchers for uint64_t elements.
+// Kernels and launchers of the plain ops for uint64_t elements.
 #include "launch.cuh"
 
-TALLY_INSTANTIATE_LAUNCHERS(std::uint64_t)
+TALLY_INSTANTIATE_BASIC(uint64_t)

@@ -1,4 +1,4 @@
-// Kernels and launchers for uint8_t elements.
+// Kernels and launchers of the plain ops for uint8_t elements.
 #include "launch.cuh"
 
-TALLY_INSTANTIATE_LAUNCHERS(std::uint8_t)
+TALLY_INSTANTIATE_BASIC(uint8_t)

@@ -54,22 +54,48 @@ __device__ __forceinline__ vec16<T> load_vec(const vec16<T>* p) {
   return v;
 }
 
-// Folds one vector into an accumulator, element order fixed. Sums of 8- and 16-bit integers are
-// first added in 32 bits (16 bytes can not overflow them), which cuts the 64-bit adds 16-fold.
-template <class Op, class T>
-__device__ __forceinline__ typename Op::acc_type fold_vec(typename Op::acc_type acc, const vec16<T>& v) {
-  constexpr int V = vec16<T>::size;
+// An op's transform of element x at index i (only argmin/argmax look at the index).
+template <class Op, class E>
+__device__ __forceinline__ typename Op::acc_type transform_elem(const E& x, std::uint64_t i) {
+  if constexpr (indexed_v<Op>) return Op::transform_at(x, i);
+  else return Op::transform(x);
+}
+
+// Folds one vector (elements base, base+1, ...) into an accumulator, element order fixed. Sums of
+// 8- and 16-bit integers are first added in 32 bits (16 bytes can not overflow them), which cuts
+// the 64-bit adds 16-fold. Ops with a fold of their own (argmin/argmax, compensated sums, dot,
+// statistics) get the whole vector.
+template <class Op, int VN, class E>
+__device__ __forceinline__ typename Op::acc_type fold_elems(typename Op::acc_type acc, const E (&e)[VN],
+                                                            std::uint64_t base) {
   if constexpr (is_narrow_int_sum_v<Op>) {
     std::int32_t s = 0;
 #pragma unroll
-    for (int k = 0; k < V; ++k) s += static_cast<std::int32_t>(v.e[k]);
+    for (int k = 0; k < VN; ++k) s += static_cast<std::int32_t>(e[k]);
     return Op::combine(acc, static_cast<typename Op::acc_type>(static_cast<std::int64_t>(s)));
+  } else if constexpr (custom_fold_v<Op>) {
+    return Op::fold(acc, e, base);
   } else {
-    typename Op::acc_type r = Op::transform(v.e[0]);
+    typename Op::acc_type r = transform_elem<Op>(e[0], base);
 #pragma unroll
-    for (int k = 1; k < V; ++k) r = Op::combine(r, Op::transform(v.e[k]));
+    for (int k = 1; k < VN; ++k) r = Op::combine(r, transform_elem<Op>(e[k], base + k));
     return Op::combine(acc, r);
   }
+}
+template <class Op, class T>
+__device__ __forceinline__ typename Op::acc_type fold_vec(typename Op::acc_type acc, const vec16<T>& v,
+                                                          std::uint64_t base = 0) {
+  return fold_elems<Op>(acc, v.e, base);
+}
+// Two inputs (dot): element k of the fold is {x.e[k], y.e[k]}.
+template <class Op, class T>
+__device__ __forceinline__ typename Op::acc_type fold_vec2(typename Op::acc_type acc, const vec16<T>& x,
+                                                           const vec16<T>& y, std::uint64_t base) {
+  constexpr int V = vec16<T>::size;
+  pair_elem<T> e[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) e[k] = {x.e[k], y.e[k]};
+  return fold_elems<Op>(acc, e, base);
 }
 
 }  // namespace tally::core

@@ -17,7 +17,8 @@ struct descr_row {
 constexpr descr_row kDescrs[] = {
     {"b1", dtype::b8},  {"i1", dtype::i8},  {"u1", dtype::u8},  {"i2", dtype::i16},
     {"u2", dtype::u16}, {"i4", dtype::i32}, {"u4", dtype::u32}, {"i8", dtype::i64},
-    {"u8", dtype::u64}, {"f4", dtype::f32}, {"f8", dtype::f64}};
+    {"u8", dtype::u64}, {"f2", dtype::f16}, {"f4", dtype::f32}, {"f8", dtype::f64}};
+// numpy has no bfloat16 (ml_dtypes stores it as an opaque '<V2'): bf16 data comes as a raw file.
 
 void skip_ws(const std::string& s, std::size_t& i) {
   while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
@@ -94,7 +95,8 @@ npy_header parse_npy_header(const unsigned char* data, std::size_t size) {
           out.type = r.type;
           found = true;
         }
-      if (!found) fail("unsupported dtype '" + d + "' (supported: bool, int8..int64, uint8..uint64, float32, float64)");
+      if (!found) fail("unsupported dtype '" + d + "' (supported: bool, int8..int64, uint8..uint64, float16, float32, float64; "
+                        "bfloat16 as a raw file with --dtype bf16)");
       have_descr = true;
     } else if (key == "fortran_order") {
       if (h.compare(i, 4, "True") == 0) out.fortran_order = true, i += 4;

@@ -25,7 +25,8 @@ struct npy_header {
 // an unsupported or big-endian dtype.
 npy_header parse_npy_header(const unsigned char* data, std::size_t size);
 
-// The numpy descr string for a dtype ("<f4"), the inverse of what parse accepts.
+// The numpy descr string for a dtype ("<f4", "<f2" for f16), the inverse of what parse accepts;
+// "?" for bf16, which numpy cannot describe.
 std::string npy_descr(dtype t);
 
 // Builds a complete .npy file image (version 1.0) of a 1-d array; used by tests and tools.

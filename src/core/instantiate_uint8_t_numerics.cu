@@ -1,0 +1,5 @@
+// Kernels and launchers of argmin/argmax, mean, stats (and for floats: sum_sq, norm2,
+// compensated and exact sums, dot) for uint8_t elements.
+#include "launch.cuh"
+
+TALLY_INSTANTIATE_NUMERICS(uint8_t)
