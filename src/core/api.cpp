@@ -60,12 +60,18 @@ std::string describe(op o) {
                   : "unknown op (value " + std::to_string(static_cast<int>(o)) + ")";
 }
 
-// Why (t, o, opt) is refused ("" when supported).
-std::string refusal(dtype t, op o, const options& opt) {
+// An out-of-range dtype, nan_policy or accuracy value, in words ("" when all are valid).
+std::string bad_enums(dtype t, const options& opt) {
   if (!valid(t)) return describe(t);
-  if (!valid(o)) return describe(o);
   if (!valid(opt.nan)) return "unknown nan_policy (value " + std::to_string(static_cast<int>(opt.nan)) + ")";
   if (!valid(opt.mode)) return "unknown accuracy mode (value " + std::to_string(static_cast<int>(opt.mode)) + ")";
+  return "";
+}
+
+// Why (t, o, opt) is refused ("" when supported).
+std::string refusal(dtype t, op o, const options& opt) {
+  if (!valid(o)) return describe(o);
+  if (std::string bad = bad_enums(t, opt); !bad.empty()) return bad;
   const std::string pair = std::string("op ") + kOps[static_cast<int>(o)] + " is not defined for dtype " + row(t).name;
   if (t == dtype::b8 && o != op::all && o != op::any) return pair + " (b8 supports only all and any)";
   if (is_bitwise(o) && !row(t).is_int) return pair + " (bitwise ops need an integer dtype)";
@@ -113,17 +119,13 @@ core::kind kind_of(dtype t, op o, const options& opt) {
 
 // Refusals of dot and stats ("" when supported).
 std::string dot_refusal(dtype t, const options& opt) {
-  if (!valid(t)) return describe(t);
-  if (!valid(opt.nan)) return "unknown nan_policy (value " + std::to_string(static_cast<int>(opt.nan)) + ")";
-  if (!valid(opt.mode)) return "unknown accuracy mode (value " + std::to_string(static_cast<int>(opt.mode)) + ")";
+  if (std::string bad = bad_enums(t, opt); !bad.empty()) return bad;
   if (!row(t).is_float) return std::string("dot is not defined for dtype ") + row(t).name + " (dot needs f16, bf16, f32 or f64)";
   if (opt.nan != nan_policy::propagate) return "nan_policy ignore does not apply to dot";
   return "";
 }
 std::string stats_refusal(dtype t, const options& opt) {
-  if (!valid(t)) return describe(t);
-  if (!valid(opt.nan)) return "unknown nan_policy (value " + std::to_string(static_cast<int>(opt.nan)) + ")";
-  if (!valid(opt.mode)) return "unknown accuracy mode (value " + std::to_string(static_cast<int>(opt.mode)) + ")";
+  if (std::string bad = bad_enums(t, opt); !bad.empty()) return bad;
   if (t == dtype::b8) return "stats is not defined for dtype b8";
   if (opt.mode != accuracy::fast)
     return "accuracy modes apply to sum, mean and dot; stats always accumulates in f64 with Chan's merge";
