@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 namespace tally::core {
 
@@ -21,12 +22,23 @@ __device__ __forceinline__ A shfl_down(A v, int offset) {
   return r;
 }
 
+// Ops whose combine is a max of unsigned words may say `warp_redux = true` and give their own
+// warp_reduce (redux.sync), which must equal the shuffle tree's result.
+template <class Op, class = void>
+inline constexpr bool warp_redux_v = false;
+template <class Op>
+inline constexpr bool warp_redux_v<Op, std::void_t<decltype(Op::warp_redux)>> = Op::warp_redux;
+
 // Lane 0 ends with the combination of the warp's 32 values (tree: lanes i and i+16, ...).
 template <class Op>
 __device__ __forceinline__ typename Op::acc_type warp_reduce(typename Op::acc_type v) {
+  if constexpr (warp_redux_v<Op>) {
+    return Op::warp_reduce(v);
+  } else {
 #pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v = Op::combine(v, shfl_down(v, offset));
-  return v;
+    for (int offset = 16; offset > 0; offset >>= 1) v = Op::combine(v, shfl_down(v, offset));
+    return v;
+  }
 }
 
 // Thread 0 ends with the combination of all BLOCK threads' values. Every thread must call it.

@@ -27,11 +27,13 @@ int blocks_per_sm(std::atomic<int> (&cache)[64], K kernel, int block, const devi
   return v;
 }
 
-// __launch_bounds__ minimum blocks per SM: the tuning's, or the op's own (packed argmin/argmax
-// of 4-byte keys fill the SM with four blocks: latency-bound compares need the threads).
+// The kernel shape for op Op on element type T (two-input ops have their own).
+template <class T, class Op>
+using tuning_for = tuning<sizeof(T), binary_v<Op>>;
+// __launch_bounds__ minimum blocks per SM: the larger of the tuning's and the op's own.
 template <class T, class Op>
 constexpr int min_blocks_for() {
-  return min_blocks_v<Op> > tuning<sizeof(T)>::min_blocks ? min_blocks_v<Op> : tuning<sizeof(T)>::min_blocks;
+  return min_blocks_v<Op> > tuning_for<T, Op>::min_blocks ? min_blocks_v<Op> : tuning_for<T, Op>::min_blocks;
 }
 
 // Launches kernel(args) with programmatic dependent launch allowed.
@@ -52,7 +54,7 @@ cudaError_t launch_pdl(Kernel kernel, const Args& args, unsigned int blocks, int
 template <class T, class Op>
 cudaError_t launch_reduce_kernel(const T* d_in, std::uint64_t n, typename Op::out_type* d_out,
                                  const launch_ctx& c, unsigned int blocks) {
-  using Tu = tuning<sizeof(T)>;
+  using Tu = tuning_for<T, Op>;
   static_assert(sizeof(typename Op::acc_type) <= kMaxAccBytes);
   static_assert(Tu::block >= kMinBlockThreads, "capture workspaces are sized for blocks this large");
   reduce_args<T, Op> args{d_in, n, d_out, static_cast<typename Op::acc_type*>(c.ws->d_partials),
@@ -62,14 +64,15 @@ cudaError_t launch_reduce_kernel(const T* d_in, std::uint64_t n, typename Op::ou
 }
 
 // The grid for n elements (binary ops read two inputs: sized as 2n elements).
-template <class T, class K>
-unsigned int plan_grid(std::atomic<int> (&occupancy)[64], K kernel, int block, std::uint64_t n, bool binary,
+template <class T, class Tu, class K>
+unsigned int plan_grid(std::atomic<int> (&occupancy)[64], K kernel, std::uint64_t n, bool binary,
                        const launch_ctx& c, int max_per_sm = 0) {
+  constexpr int block = Tu::block;
   int per_sm = blocks_per_sm(occupancy, kernel, block, *c.dev);
   if (max_per_sm > 0 && per_sm > max_per_sm) per_sm = max_per_sm;
   const std::uint64_t n_eff = binary ? 2 * n : n;
-  const unsigned int blocks = grid_for<sizeof(T)>(n_eff, c.dev->sm_count, per_sm,
-                                                  c.ws ? c.ws->max_blocks : kMaxBlocks, binary);
+  const unsigned int blocks = grid_for<sizeof(T), Tu>(n_eff, c.dev->sm_count, per_sm,
+                                                      c.ws ? c.ws->max_blocks : kMaxBlocks, binary);
   record_launch({static_cast<unsigned>(sizeof(T)), n, blocks, static_cast<unsigned>(block),
                  static_cast<unsigned>(per_sm * c.dev->sm_count)});
   return blocks;
@@ -77,11 +80,11 @@ unsigned int plan_grid(std::atomic<int> (&occupancy)[64], K kernel, int block, s
 
 template <class T, class Op>
 void launch(const void* d_in, std::uint64_t n, void* d_out, const launch_ctx& c) {
-  using Tu = tuning<sizeof(T)>;
+  using Tu = tuning_for<T, Op>;
   static std::atomic<int> occupancy[64] = {};
   const unsigned int blocks =
-      plan_grid<T>(occupancy, reduce_kernel<T, Op, Tu::block, Tu::unroll, Tu::hint, Tu::split, min_blocks_for<T, Op>()>,
-                   Tu::block, n, binary_v<Op>, c, max_per_sm_v<Op>);
+      plan_grid<T, Tu>(occupancy, reduce_kernel<T, Op, Tu::block, Tu::unroll, Tu::hint, Tu::split, min_blocks_for<T, Op>()>,
+                       n, binary_v<Op>, c, max_per_sm_v<Op>);
   if (c.dry_run) return;
   check_cuda(launch_reduce_kernel<T, Op>(static_cast<const T*>(d_in), n,
                                          static_cast<typename Op::out_type*>(d_out), c, blocks),
@@ -94,7 +97,7 @@ void launch_exact(const void* d_in, std::uint64_t n, void* d_out, const launch_c
   static_assert(sizeof(exact_partial) <= kMaxAccBytes);
   auto kernel = exact_kernel<T, F, Tu::block, Tu::unroll, Tu::hint>;
   static std::atomic<int> occupancy[64] = {};
-  const unsigned int blocks = plan_grid<T>(occupancy, kernel, Tu::block, n, F == exact_form::dot, c);
+  const unsigned int blocks = plan_grid<T, Tu>(occupancy, kernel, n, F == exact_form::dot, c);
   if (c.dry_run) return;
   exact_args<T> args{static_cast<const T*>(d_in), static_cast<const T*>(c.d_in2), n, d_out,
                      static_cast<exact_partial*>(c.ws->d_partials), c.ws->d_counter, c.ws->d_exact};
@@ -106,8 +109,7 @@ void launch_exact(const void* d_in, std::uint64_t n, void* d_out, const launch_c
 template <class T, bool Max, bool Ignore>
 void launch_arg(const void* d_in, std::uint64_t n, void* d_out, const launch_ctx& c) {
   if (n >= kPackedArgMaxN) launch<T, op_arg<T, Max, Ignore>>(d_in, n, d_out, c);
-  else if (n * sizeof(T) >= kFullGridMinBytes) launch<T, op_arg_packed<T, Max, Ignore, true>>(d_in, n, d_out, c);
-  else launch<T, op_arg_packed<T, Max, Ignore, false>>(d_in, n, d_out, c);
+  else launch<T, op_arg_packed<T, Max, Ignore>>(d_in, n, d_out, c);
 }
 
 // The plain ops on element type T (nullptr where undefined).

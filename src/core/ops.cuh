@@ -343,20 +343,16 @@ struct wide_key {  // 8-byte values: the key as two words (12 bytes: three shuff
 template <class K>
 using packed_acc_t = std::conditional_t<sizeof(K) == 4, std::uint64_t, wide_key<K>>;
 
-template <class T, bool Max, bool Ignore = false, bool Skip = false>
+template <class T, bool Max, bool Ignore = false>
 struct op_arg_packed {
   using V = num_t<T>;
   using N = word_t<V>;
   using K = key_t<V>;
   static constexpr bool is_fp = std::is_floating_point_v<V>;
-  static constexpr bool indexed = true, custom_fold = true, reads_input = true;
-  // Skip (inputs from 96 MiB): the cheap per-element test, two accumulators. Without it
-  // (L2-sized inputs, few vectors per thread, where nearly every vector would be scanned by
-  // some lane of the warp anyway): the straight scan, four accumulators. Measured on an H100,
-  // f32 argmax graph time against CUB: the straight scan 0.99 / 1.00 / 1.03 at 2^26 / 2^28 /
-  // 2^30, Skip 0.99 / 1.01 / 1.04; Skip capped at two blocks per SM 0.87; registers capped for
-  // four blocks per SM 0.98-0.99 / 1.01 / 1.04; the straight scan below 96 MiB 1.01-1.85.
-  static constexpr int max_accs = Skip ? 2 : 8;
+  static constexpr bool indexed = true, custom_fold = true, reads_input = true, warp_redux = true;
+  // Four accumulators keep the f32 kernel at 40 registers (three 512-thread blocks per SM; two
+  // blocks per SM measured 0.87 of CUB's speed). The variants measured are in docs/tuning.md.
+  static constexpr int max_accs = 4;
   using acc_type = packed_acc_t<K>;
   using out_type = arg_out<V>;
   static constexpr K kTop = ~K(0);
@@ -415,46 +411,41 @@ struct op_arg_packed {
     if constexpr (sizeof(K) == 4) return a > b ? a : b;
     else return (b.key() > a.key() || (b.key() == a.key() && b.lo > a.lo)) ? b : a;
   }
-  static __device__ __forceinline__ K key_part(const acc_type& a) {
-    if constexpr (sizeof(K) == 4) return static_cast<K>(a >> 32);
-    else return a.key();
-  }
-  // The exact scan of one vector: the first element with the largest key.
-  template <int VN>
-  static __device__ __forceinline__ acc_type fold_scan(acc_type acc, const T (&e)[VN], std::uint64_t base) {
-    K best = 0;
-    int bk = -1;
-#pragma unroll
-    for (int k = 0; k < VN; ++k) {
-      const K key = key_of(as_num(e[k]));
-      // Float keys of numbers are never 0, so the first number (or NaN) always beats best = 0;
-      // an integer key may be 0, so the first element is taken explicitly.
-      if (key > best || (!is_fp && bk < 0)) best = key, bk = k;
-    }
-    if (bk >= 0) acc = combine(acc, pack(best, base + bk));
-    return acc;
-  }
-  // Most vectors hold nothing better than the accumulator: one min/max per element (and, under
-  // NaN propagation, one add that turns NaN if any element is NaN) decides that, and only the
-  // rare vector that may win is scanned for its key and index.
+  // One vector, branch-free: its extreme by min/max (NaN-first under propagation), the first
+  // position holding it by selects (a NaN matches only itself, so the first NaN), then one
+  // combine. No lane of a warp takes a different path, which the earlier "test, then scan the
+  // vector only if it may win" form could not avoid at 2^26 (docs/tuning.md).
   template <int VN>
   static __device__ __forceinline__ acc_type fold(acc_type acc, const T (&e)[VN], std::uint64_t base) {
-    if constexpr (!Skip) return fold_scan(acc, e, base);
-    V m = as_num(e[0]);
-    [[maybe_unused]] V nan_probe = m;
+    N m = static_cast<N>(as_num(e[0]));
 #pragma unroll
-    for (int k = 1; k < VN; ++k) {
-      const V v = as_num(e[k]);
-      if constexpr (is_fp) {
-        m = Max ? fmax(m, v) : fmin(m, v);  // NaN-blind; NaNs are caught by the probe
-        if constexpr (!Ignore) nan_probe = add_rn(nan_probe, v);
-      } else {
-        m = Max ? (v > m ? v : m) : (v < m ? v : m);
-      }
+    for (int k = 1; k < VN; ++k) m = pick_extreme<N, Max, Ignore>(m, static_cast<N>(as_num(e[k])));
+    int first = VN - 1;
+#pragma unroll
+    for (int k = VN - 2; k >= 0; --k) {
+      const N v = static_cast<N>(as_num(e[k]));
+      bool hit = v == m;
+      if constexpr (is_fp && !Ignore) hit = hit || v != v;
+      first = hit ? k : first;
     }
-    bool may_win = is_identity(acc) || key_of(static_cast<N>(m)) > key_part(acc);
-    if constexpr (is_fp && !Ignore) may_win = may_win || nan_probe != nan_probe;
-    return may_win ? fold_scan(acc, e, base) : acc;
+    const K key = key_of(m);
+    if constexpr (is_fp && Ignore) return combine(acc, key == 0 ? identity() : pack(key, base + first));  // all NaN
+    else return combine(acc, pack(key, base + first));
+  }
+  // A warp's combine in three (or two) redux.sync maxima: the key words, then the index word
+  // among the lanes holding the largest key. The same result as the shuffle tree (a max).
+  static __device__ __forceinline__ acc_type warp_reduce(acc_type a) {
+    if constexpr (sizeof(K) == 4) {
+      const std::uint32_t ahi = static_cast<std::uint32_t>(a >> 32), alo = static_cast<std::uint32_t>(a);
+      const std::uint32_t hi = __reduce_max_sync(0xffffffffu, ahi);
+      const std::uint32_t lo = __reduce_max_sync(0xffffffffu, ahi == hi ? alo : 0u);
+      return (std::uint64_t(hi) << 32) | lo;
+    } else {
+      const std::uint32_t khi = __reduce_max_sync(0xffffffffu, a.khi);
+      const std::uint32_t klo = __reduce_max_sync(0xffffffffu, a.khi == khi ? a.klo : 0u);
+      const std::uint32_t lo = __reduce_max_sync(0xffffffffu, a.khi == khi && a.klo == klo ? a.lo : 0u);
+      return {klo, khi, lo};
+    }
   }
   static __device__ out_type finalize(acc_type a, const T* d_in) {
     if (is_identity(a)) {

@@ -21,7 +21,7 @@ enum class layout { contiguous, strided };
 //     3 blocks/SM and 2738 at 2; 1024 x 4: 3098; 512 x 8: 3099).
 //   - the L1::no_allocate + L2::256B hint and plain __ldg measured the same (3099 both); kept.
 //   - one block up to 2^14 f32 (1.17-1.63 us; two blocks at 2^14: 2.36 us).
-template <int ElemBytes>
+template <int ElemBytes, bool Binary = false>
 struct tuning {
   static constexpr int block = 512;
   static constexpr int unroll = 4;
@@ -38,7 +38,7 @@ struct tuning {
 // 8-byte elements: 512 x 8 loads, one block per SM (the occupancy limit), grid-stride: 3100
 // GB/s for f64 at 2^29 (512 x 4 at 2 blocks/SM: 3098; contiguous ranges: 3037-3041).
 template <>
-struct tuning<8> {
+struct tuning<8, false> {
   static constexpr int block = 512;
   static constexpr int unroll = 8;
   static constexpr load_hint hint = load_hint::stream;
@@ -54,10 +54,29 @@ struct tuning<8> {
 // 256 MiB up, a full SM reads faster (f32 at 2 blocks/SM 3099 GB/s, at 1 block 3052).
 inline constexpr std::uint64_t kFullGridMinBytes = std::uint64_t(96) << 20;
 
-// Elements one block consumes in one round of loads.
+// Two-input ops (dot): the one-input shape unless measured otherwise. Measured on an H100 with
+// `tally bench numerics --tables dot`, graph time against cuBLAS at 2^20 / 2^22:
+//   - f32: 1024 x 4, one block per SM: 3.92 / 9.57 us (cuBLAS 6.3 / 9.9); 512 x 4 at two blocks
+//     per SM 3.87 / 10.07; 512 x 8 4.2 / 9.7; 512 x 2 4.2 / 11.6; 256 x 8 4.4 / 11.1. 2^22
+//     (two 16 MiB inputs, in L2) is the size that decides. Adopted, in the full run: 3.97 / 8.91
+//     us, and 46.5 at 2^24 (cuBLAS 6.1 / 9.8 / 48.6).
+//   - f64: 512 x 2: 5.1 / 24.5 us, 86.8 at 2^24 (cuBLAS 7.8 / 27.3 / 91.0); 512 x 8 6.4 / 25.2 /
+//     88.0.
 template <int ElemBytes>
+struct tuning<ElemBytes, true> : tuning<ElemBytes, false> {};
+template <>
+struct tuning<4, true> : tuning<4, false> {
+  static constexpr int block = 1024;
+};
+template <>
+struct tuning<8, true> : tuning<8, false> {
+  static constexpr int unroll = 2;
+};
+
+// Elements one block consumes in one round of loads.
+template <int ElemBytes, class Tu = tuning<ElemBytes>>
 constexpr std::uint64_t round_elements() {
-  return std::uint64_t(tuning<ElemBytes>::block) * tuning<ElemBytes>::unroll * (16 / ElemBytes);
+  return std::uint64_t(Tu::block) * Tu::unroll * (16 / ElemBytes);
 }
 
 // Two-input ops (dot) read L2-resident inputs faster with the full resident grid: f32 dot at
@@ -66,11 +85,10 @@ inline constexpr std::uint64_t kFullGridMinBytesBinary = std::uint64_t(8) << 20;
 
 // Blocks to launch for n elements (binary ops: n counts both inputs) on `sms` SMs fitting
 // `per_sm` blocks each.
-template <int ElemBytes>
+template <int ElemBytes, class Tu = tuning<ElemBytes>>
 unsigned int grid_for(std::uint64_t n, std::uint64_t sms, std::uint64_t per_sm, std::uint64_t max_blocks,
                       bool binary = false) {
-  using Tu = tuning<ElemBytes>;
-  if (n <= round_elements<ElemBytes>() * Tu::single_block_rounds) return 1;
+  if (n <= round_elements<ElemBytes, Tu>() * Tu::single_block_rounds) return 1;
   const std::uint64_t per_block = std::uint64_t(Tu::block) * Tu::vectors_per_thread * (16 / ElemBytes);
   const std::uint64_t want = (n + per_block - 1) / per_block;
   const std::uint64_t full_from = binary ? kFullGridMinBytesBinary : kFullGridMinBytes;
