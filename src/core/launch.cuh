@@ -27,9 +27,12 @@ int blocks_per_sm(std::atomic<int> (&cache)[64], K kernel, int block, const devi
   return v;
 }
 
-// The kernel shape for op Op on element type T (two-input ops have their own).
+// The kernel shape for op Op on element type T (two-input ops and ops with their own fold have
+// their own).
 template <class T, class Op>
-using tuning_for = tuning<sizeof(T), binary_v<Op>>;
+using tuning_for = std::conditional_t<binary_v<Op>, tuning<sizeof(T), true>,
+                                      std::conditional_t<custom_fold_v<Op> || indexed_v<Op>,
+                                                         tuning_folding<sizeof(T)>, tuning<sizeof(T)>>>;
 // __launch_bounds__ minimum blocks per SM: the larger of the tuning's and the op's own.
 template <class T, class Op>
 constexpr int min_blocks_for() {
@@ -93,7 +96,7 @@ void launch(const void* d_in, std::uint64_t n, void* d_out, const launch_ctx& c)
 
 template <class T, exact_form F>
 void launch_exact(const void* d_in, std::uint64_t n, void* d_out, const launch_ctx& c) {
-  using Tu = tuning<sizeof(T)>;
+  using Tu = tuning_folding<sizeof(T)>;
   static_assert(sizeof(exact_partial) <= kMaxAccBytes);
   auto kernel = exact_kernel<T, F, Tu::block, Tu::unroll, Tu::hint>;
   static std::atomic<int> occupancy[64] = {};

@@ -35,6 +35,17 @@ struct tuning {
   static constexpr int vectors_per_thread = 2;
 };
 
+// 2-byte elements (f16, bf16, i16, u16): 512 x 8 loads for the plain ops. Measured on an H100
+// with `tally bench numerics --tables half`, f16 and bf16 sums, graph time against CUB's
+// widening TransformReduce at 2^22 / 2^23 / 2^24 / 2^25 / 2^28: 512 x 8 4.0 / 5.1 / 7.9 / 24.5 /
+// 174.5 us (CUB 5.0 / 6.7 / 9.4 / 26.1 / 180.0); 512 x 4 3.7-3.8 / 4.9 / 9.8-10.3 / 24.8 /
+// 174.3 (2^24, 32 MiB in L2, was 0.92-0.96 of CUB); 1024 x 4 8.7-9.4 at 2^24; 512 x 4 or
+// 256 x 8 at the full grid 9.0-10.8 at 2^24.
+template <>
+struct tuning<2, false> : tuning<1, false> {  // the 1- and 4-byte shape, with eight loads per round
+  static constexpr int unroll = 8;
+};
+
 // 8-byte elements: 512 x 8 loads, one block per SM (the occupancy limit), grid-stride: 3100
 // GB/s for f64 at 2^29 (512 x 4 at 2 blocks/SM: 3098; contiguous ranges: 3037-3041).
 template <>
@@ -71,6 +82,16 @@ struct tuning<4, true> : tuning<4, false> {
 template <>
 struct tuning<8, true> : tuning<8, false> {
   static constexpr int unroll = 2;
+};
+
+// Ops with a fold of their own (argmin/argmax, compensated sums, stats, sum of squares) and the
+// exact sum keep 512 x 4 on 2-byte elements: eight loads in flight take them from 40-90
+// registers to 78-128 (one block per SM; stats past its register budget).
+template <int ElemBytes>
+struct tuning_folding : tuning<ElemBytes> {};
+template <>
+struct tuning_folding<2> : tuning<2> {
+  static constexpr int unroll = 4;
 };
 
 // Elements one block consumes in one round of loads.
