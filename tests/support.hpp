@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <random>
 #include <string>
@@ -22,6 +23,16 @@ namespace tally::test {
   do {                                                                                \
     if (::tally::device_count() == 0) GTEST_SKIP() << "no CUDA GPU on this machine"; \
   } while (0)
+
+// The message of the tally::error that fn throws ("" if it throws none).
+inline std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const error& e) {
+    return e.what();
+  }
+  return "";
+}
 
 // TALLY_TEST_SMALL=1 (set under compute-sanitizer) keeps every size at or below 2^16.
 inline bool small_only() {

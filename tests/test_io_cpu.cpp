@@ -24,15 +24,6 @@ void write_bytes(const std::string& path, const std::vector<unsigned char>& b) {
   f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 std::vector<unsigned char> npy_with_header(const std::string& dict, std::size_t data_bytes) {
   const unsigned char lead[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
                                   static_cast<unsigned char>(dict.size()), 0};

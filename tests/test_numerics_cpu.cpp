@@ -31,15 +31,6 @@ bool is_float_dtype(dtype t) {
   return t == dtype::f16 || t == dtype::bf16 || t == dtype::f32 || t == dtype::f64;
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 // The message names every word in `words` (the dtype, op, mode or policy at fault).
 ::testing::AssertionResult names_all(const std::string& msg,
                                      const std::vector<std::string>& words) {

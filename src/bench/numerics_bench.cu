@@ -153,8 +153,15 @@ struct env {
   void* out_at(std::size_t k, std::size_t offset = 0) const {
     return static_cast<char*>(out[k].get()) + offset;
   }
-  void ensure_temp(std::size_t bytes) {
-    if (cub_temp.size() < bytes) cub_temp = device_buffer(bytes);
+  // CUB's temporary storage, grown to what `query(bytes, n)` asks for at every n of sizes.
+  template <class Query>
+  void size_temp(const std::vector<std::uint64_t>& sizes, Query query, const char* what) {
+    for (std::uint64_t n : sizes) {
+      std::size_t bytes = 0;
+      check(query(bytes, n), what);
+      bytes = std::max<std::size_t>(bytes, 16);
+      if (cub_temp.size() < bytes) cub_temp = device_buffer(bytes);
+    }
   }
   void fill(dtype t, std::uint64_t seed, double lo, double hi) {
     fill_random(arena.get(), arena.size() / dtype_size(t), t, seed, lo, hi, stream);
@@ -308,12 +315,10 @@ void argminmax_table(env& e, op o, const std::vector<std::uint64_t>& sizes) {
                           cub_name, e.dev.name);
   tab.columns = pair_columns("CUB");
   e.fill(t, o == op::argmax ? 2024 : 2025, -1.0, 1.0);
-  for (std::uint64_t n : sizes) {
-    std::size_t tb = 0;
-    check(cub_arg<T>(o, nullptr, tb, nullptr, nullptr, nullptr, n, e.stream),
-          "cub ArgMin/ArgMax (temp size)");
-    e.ensure_temp(std::max<std::size_t>(tb, 16));
-  }
+  e.size_temp(
+      sizes,
+      [&](std::size_t& tb, std::uint64_t n) { return cub_arg<T>(o, nullptr, tb, nullptr, nullptr, nullptr, n, e.stream); },
+      "cub ArgMin/ArgMax (temp size)");
   for (std::uint64_t n : sizes) {
     const std::size_t bytes = n * sizeof(T);
     placement where;
@@ -503,12 +508,9 @@ void stats_table(env& e, const std::vector<std::uint64_t>& sizes) {
                  {"req_stats", "stats >= 90% at 2^28", -1},
                  {"check", "check"}};
   e.fill(t, 99, -1.0, 1.0);
-  for (std::uint64_t n : sizes) {
-    std::size_t tb = 0;
-    check(cub_sum<T>(nullptr, tb, nullptr, nullptr, n, e.stream),
-          "cub::DeviceReduce::Sum (temp size)");
-    e.ensure_temp(std::max<std::size_t>(tb, 16));
-  }
+  e.size_temp(
+      sizes, [&](std::size_t& tb, std::uint64_t n) { return cub_sum<T>(nullptr, tb, nullptr, nullptr, n, e.stream); },
+      "cub::DeviceReduce::Sum (temp size)");
   for (std::uint64_t n : sizes) {
     const std::size_t bytes = n * sizeof(T);
     placement where;
@@ -569,12 +571,10 @@ void half_table(env& e, dtype t, const std::vector<std::uint64_t>& sizes) {
       to_string(t), e.dev.name);
   tab.columns = pair_columns("CUB");
   e.fill(t, 16, 0.0, 1.0);
-  for (std::uint64_t n : sizes) {
-    std::size_t tb = 0;
-    check(cub_half_sum<H, Widen>(nullptr, tb, nullptr, nullptr, n, e.stream),
-          "cub::DeviceReduce::TransformReduce (temp size)");
-    e.ensure_temp(std::max<std::size_t>(tb, 16));
-  }
+  e.size_temp(
+      sizes,
+      [&](std::size_t& tb, std::uint64_t n) { return cub_half_sum<H, Widen>(nullptr, tb, nullptr, nullptr, n, e.stream); },
+      "cub::DeviceReduce::TransformReduce (temp size)");
   for (std::uint64_t n : sizes) {
     const std::size_t bytes = n * sizeof(H);
     placement where;
