@@ -6,7 +6,8 @@
 # (compute-sanitizer memcheck/racecheck/synccheck/initcheck on the tests at small sizes), bench
 # (tally info + tally bench core), numerics (tally bench numerics: argmin/argmax vs CUB, dot vs
 # cuBLAS, accuracy modes, stats, f16/bf16; about 2 minutes), lab (tally lab run), sweep (tally lab
-# sweep), tune (tally bench tune). Logs and JSON land in OUTDIR.
+# sweep), tune (tally bench tune --measure: the policy's choice and the shape sweeps). Logs and JSON
+# land in OUTDIR. TALLY_TEST_FILTER narrows the test stage (a gtest filter).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/gpu-check.sh OUTDIR [stages...]}
@@ -26,7 +27,8 @@ if has build; then
 fi
 if has test; then
   step test
-  "$bin/tally_tests" --gtest_brief=1 >"$out/tests.log" 2>&1 || status=1
+  timeout "${TALLY_TEST_TIMEOUT:-900}" "$bin/tally_tests" --gtest_brief=1 \
+    ${TALLY_TEST_FILTER:+--gtest_filter="$TALLY_TEST_FILTER"} >"$out/tests.log" 2>&1 || status=1
   "$bin/tally_plain_cxx" >>"$out/tests.log" 2>&1 || status=1
   tail -5 "$out/tests.log" | tee -a "$out/summary.txt"
   grep -E "FAILED|Failure" "$out/tests.log" | head -20
@@ -84,8 +86,8 @@ if has sweep; then
   tail -2 "$out/progress.log"
 fi
 if has tune; then
-  step tune
-  "$bin/tally" bench tune ${TALLY_TUNE_ARGS:-} --json "$out/tune.json" >/dev/null \
+  step "bench tune --measure"
+  "$bin/tally" bench tune --measure ${TALLY_TUNE_ARGS:-} --json "$out/tune.json" --md "$out/tune.md" >/dev/null \
     2>>"$out/progress.log" || status=1
   tail -3 "$out/progress.log"
 fi

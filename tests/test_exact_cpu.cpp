@@ -871,5 +871,108 @@ TEST(ExactCpu, NarrowFastPathIsExact) {
   EXPECT_EQ(f.a0, 1.0);
 }
 
+
+// round_pair (the kernel's shortcut when nothing was flushed): the exactly rounded a0 + a1, the
+// same bits as the reference and as round_to of an accumulator holding a0 + a1; ties, near ties,
+// subnormal float results, the float overflow threshold, cancellation to zero and specials.
+TEST(ExactCpu, RoundPairMatchesTheAccumulator) {
+  auto check = [](double a0, double a1, unsigned flags, const char* what) {
+    RefSum ref;
+    ref.add(a0);
+    ref.add(a1);
+    long long w[ex::kWords] = {};
+    ex::add(w, a0);
+    ex::add(w, a1);
+    ex::normalize(w);
+    expect_same_bits(ex::round_pair<double>(a0, a1, flags), ex::round_to<double>(w, flags), what);
+    expect_same_bits(ex::round_pair<float>(a0, a1, flags), ex::round_to<float>(w, flags), what);
+    if (flags == 0) {
+      expect_same_bits(ex::round_pair<double>(a0, a1, 0), ref.round<double>(), what);
+      expect_same_bits(ex::round_pair<float>(a0, a1, 0), ref.round<float>(), what);
+    }
+  };
+  // Float ties broken only by a1: 1 + 2^-24 is a tie between 1 and 1 + 2^-23.
+  check(1.0 + 0x1p-24, 0x1p-80, 0, "tie, a1 above");
+  check(1.0 + 0x1p-24, -0x1p-80, 0, "tie, a1 below");
+  check(1.0 + 0x1p-24, 0.0, 0, "exact tie to even");
+  check(1.0 + 3 * 0x1p-24, 0.0, 0, "exact tie to even, odd neighbour");
+  check(-(1.0 + 0x1p-24), -0x1p-80, 0, "negative tie, a1 beyond");
+  check(-(1.0 + 0x1p-24), 0x1p-80, 0, "negative tie, a1 toward zero");
+  check(0x1p-24, -0x1p-90, 0, "a power of two stepping down");
+  // Double ties: a0 + a1 exactly halfway between doubles.
+  check(1.0, 0x1p-53, 0, "double tie");
+  check(1.0 + 0x1p-52, 0x1p-53, 0, "double tie to even");
+  // Float subnormals and the overflow threshold.
+  check(0x1p-149 * 1.5, 0x1p-200, 0, "float subnormal, above a tie");
+  check(0x1p-149 * 1.5, -0x1p-200, 0, "float subnormal, below a tie");
+  check(0x1p-150, 0.0, 0, "half the smallest float subnormal");
+  check(0x1p-150, 0x1p-300, 0, "just above half the smallest float subnormal");
+  const double fmax = static_cast<double>(FLT_MAX);
+  check(fmax + 0x1p103, 0.0, 0, "float overflow threshold (a tie: to infinity)");
+  check(fmax + 0x1p103, -0x1p-60, 0, "just below the float overflow threshold");
+  check(1e300, 1e283, 0, "beyond float");
+  // Zero and specials.
+  check(0.0, 0.0, 0, "zero");
+  check(1.5, 0.0, ex::kNaN, "NaN flag");
+  check(1.5, 0.0, ex::kPosInf, "+inf flag");
+  check(1.5, 0.0, ex::kPosInf | ex::kNegInf, "both infinities");
+  // Random pairs as the expansion leaves them: a1 below half an ulp of a0, or any a1.
+  std::mt19937_64 g(2026);
+  for (int i = 0; i < 20000; ++i) {
+    const double a0 = random_double(g, 1, 2020);
+    double a1 = std::ldexp(random_double(g, 1000, 1023), std::ilogb(a0) - 53 - int(g() % 40));
+    if (i % 5 == 0) a1 = random_double(g, 1, 2020) * 0x1p-30;
+    if (!std::isfinite(a0 + a1) || std::fabs(a0) >= 0x1p1000 || std::fabs(a1) >= 0x1p947) continue;
+    // Near float ties: round a0 to a float tie, then perturb with a1.
+    if (i % 3 == 0) {
+      const float f = static_cast<float>(a0);
+      if (std::isfinite(f) && f != 0.0f) {
+        const double t = static_cast<double>(f) + std::ldexp(1.0, std::ilogb(f) - 24);
+        check(t, a1, 0, "random near a float tie");
+        continue;
+      }
+    }
+    check(a0, a1, 0, "random pair");
+  }
+}
+
+// fpe_merge_fast: the same exact value as fpe_merge, whichever path it takes.
+TEST(ExactCpu, FastMergeIsExact) {
+  std::mt19937_64 g(31);
+  for (int round = 0; round < 2000; ++round) {
+    const int kind = round % 4;
+    auto make = [&](ex::fpe2& f) {
+      f = {0.0, 0.0};
+      unsigned fl = 0;
+      long long sink[ex::kWords] = {};
+      auto flush = [&](double y) { ex::add(sink, y); };
+      const int m = 1 + int(g() % 30);
+      for (int i = 0; i < m; ++i) {
+        double x = kind == 0 ? double(std::uniform_real_distribution<float>(-1, 1)(g)) : random_double(g, 900, 1100);
+        if (kind == 3) x = random_double(g, 1, 2040) * 0x1p-40;
+        ex::fpe_add(f, x, fl, flush);
+      }
+      return RefSum::from_words(sink);
+    };
+    ex::fpe2 a, b;
+    RefSum lost_a = make(a), lost_b = make(b);
+    (void)lost_a;
+    (void)lost_b;
+    RefSum want;
+    want.add(a.a0);
+    want.add(a.a1);
+    want.add(b.a0);
+    want.add(b.a1);
+    long long w[ex::kWords] = {};
+    unsigned flags = 0;
+    ex::fpe2 f = a;
+    ex::fpe_merge_fast(f, b, flags, [&](double y) { ex::add(w, y); });
+    ex::add(w, f.a0);
+    ex::add(w, f.a1);
+    EXPECT_TRUE(RefSum::from_words(w) == want) << "round " << round;
+    EXPECT_LT(std::fabs(f.a0), 0x1p1000);
+  }
+}
+
 }  // namespace
 }  // namespace tally::test

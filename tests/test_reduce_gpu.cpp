@@ -23,23 +23,18 @@ constexpr op kOps[] = {op::sum, op::prod, op::min, op::max, op::bit_and,
 template <class T>
 std::vector<std::uint64_t> plan_edges(dtype t) {
   std::set<std::uint64_t> s = {0, 1, 2, 3, 31, 32, 33, 127, 128, 129, 1023, 1024, 1025};
-  constexpr int E = sizeof(T);
-  const std::uint64_t single = core::round_elements<E>() * core::tuning<E>::single_block_rounds;
-  for (std::uint64_t b : {single, single * 2}) s.insert({b - 1, b, b + 1});
-  // Grid capacity: one block per SM is reached at `per_sm_edge`; the full resident grid is
-  // allowed from kFullGridMinBytes on.
-  const std::uint64_t sms = static_cast<std::uint64_t>(current_device().sm_count);
-  const std::uint64_t per_sm_edge = sms * core::tuning<E>::block * core::tuning<E>::vectors_per_thread * (16 / E);
-  s.insert({per_sm_edge - 1, per_sm_edge, per_sm_edge + 1});
-  const std::uint64_t full = core::kFullGridMinBytes / E;
-  if (!small_only()) s.insert({full - 1, full, full + 1});
+  const core::grid_edges e = core::plan_edges(t, op::sum);
+  for (std::uint64_t b : {e.single_block_max, e.single_block_max * 2}) s.insert({b - 1, b, b + 1});
+  // Grid capacity: one block per SM is reached at `one_per_sm`; the full resident grid is
+  // allowed from `full_grid` on.
+  s.insert({e.one_per_sm - 1, e.one_per_sm, e.one_per_sm + 1});
+  if (!small_only()) s.insert({e.full_grid - 1, e.full_grid, e.full_grid + 1});
   if (!small_only()) s.insert({(1u << 24) - 1, 1u << 24, (1u << 24) + 1});
   std::mt19937_64 rng(test_seed());
   for (int k = 0; k < 3; ++k) s.insert(rng() % (small_only() ? 70000 : 3000000));
   std::vector<std::uint64_t> out;
   for (auto n : s)
     if (!small_only() || n <= (1u << 16)) out.push_back(n);
-  (void)t;
   return out;
 }
 

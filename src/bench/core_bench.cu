@@ -1,6 +1,6 @@
 #include "bench/core_bench.hpp"
 
-#include <cub/device/device_reduce.cuh>
+#include "bench/competitors.cuh"
 
 #include <algorithm>
 #include <cmath>
@@ -14,41 +14,12 @@
 namespace tally::bench {
 namespace {
 
+using competitors::cub_reduce;
+
 struct cub_runner {
   void* d_temp = nullptr;
   std::size_t temp_bytes = 0;
 };
-
-template <class T, class Out>
-cudaError_t cub_call(op o, void* d_temp, std::size_t& bytes, const T* d_in, Out* d_out,
-                     std::uint64_t n, cudaStream_t s) {
-  const auto nn = static_cast<long long>(n);
-  switch (o) {
-    case op::sum: return cub::DeviceReduce::Sum(d_temp, bytes, d_in, d_out, nn, s);
-    case op::min: return cub::DeviceReduce::Min(d_temp, bytes, d_in, d_out, nn, s);
-    case op::max: return cub::DeviceReduce::Max(d_temp, bytes, d_in, d_out, nn, s);
-    default: return cudaErrorInvalidValue;
-  }
-}
-
-// CUB's call for (dtype, op), with CUB's output type equal to tally's result type so both
-// accumulate alike (an i32 sum into int64).
-cudaError_t cub_reduce(dtype t, op o, void* d_temp, std::size_t& bytes, const void* d_in,
-                       void* d_out, std::uint64_t n, cudaStream_t s) {
-  switch (t) {
-    case dtype::f32:
-      return cub_call(o, d_temp, bytes, static_cast<const float*>(d_in), static_cast<float*>(d_out), n, s);
-    case dtype::f64:
-      return cub_call(o, d_temp, bytes, static_cast<const double*>(d_in), static_cast<double*>(d_out), n, s);
-    case dtype::i32:
-      if (o == op::sum)
-        return cub_call(o, d_temp, bytes, static_cast<const std::int32_t*>(d_in),
-                        static_cast<std::int64_t*>(d_out), n, s);
-      return cub_call(o, d_temp, bytes, static_cast<const std::int32_t*>(d_in),
-                      static_cast<std::int32_t*>(d_out), n, s);
-    default: return cudaErrorInvalidValue;
-  }
-}
 
 double read_result(const device_buffer& b, dtype r) {
   unsigned char h[8] = {};

@@ -1,17 +1,7 @@
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
-#include <cub/device/device_reduce.cuh>
 #include <cub/version.cuh>
-#include <cuda/std/functional>
 
+#include "bench/competitors.cuh"
 #include "bench/numerics_bench.hpp"
-#ifndef TALLY_HAVE_CUBLAS
-#define TALLY_HAVE_CUBLAS 0  // CMake defines it to 1 when it finds cuBLAS (CUDA::cublas)
-#endif
-#if TALLY_HAVE_CUBLAS
-#include <cublas_v2.h>
-#endif
 
 #include <fmt/format.h>
 
@@ -27,6 +17,8 @@
 
 namespace tally::bench {
 namespace {
+
+using namespace competitors;
 
 // The issue states its bandwidth requirements at this size (warm, graph time).
 constexpr std::uint64_t kRequirementN = std::uint64_t(1) << 28;
@@ -52,75 +44,6 @@ double basis_us(const timings& t) {
 std::string sci(double x) {
   return std::isnan(x) ? "nan" : fmt::format("{:.1e}", x);
 }
-
-// Widening functors for CUB's f16 / bf16 sum, so that CUB accumulates in float as tally does.
-struct half_to_float {
-  __device__ float operator()(__half h) const { return __half2float(h); }
-};
-struct bf16_to_float {
-  __device__ float operator()(__nv_bfloat16 h) const { return __bfloat162float(h); }
-};
-
-// The ArgMin / ArgMax overload with separate value and index outputs (CCCL 3.0): it writes a
-// 64-bit index (cuda::std::int64_t) and streams over partitions of at most 2^31 - 1 items, so
-// n = 2^30 and beyond index correctly. The KeyValuePair<int, T> overload (deprecated in CCCL 3.0)
-// offsets with int. Ties go to the first index in both, as in tally.
-template <class T>
-cudaError_t cub_arg(op o, void* d_temp, std::size_t& bytes, const T* d_in, T* d_value,
-                    std::int64_t* d_index, std::uint64_t n, cudaStream_t s) {
-  const auto nn = static_cast<::cuda::std::int64_t>(n);
-  if (o == op::argmax)
-    return cub::DeviceReduce::ArgMax(d_temp, bytes, d_in, d_value, d_index, nn, s);
-  return cub::DeviceReduce::ArgMin(d_temp, bytes, d_in, d_value, d_index, nn, s);
-}
-
-// CUB's plain sum, accumulating in the input type (as tally's fast sum does for f32 / f64).
-template <class T>
-cudaError_t cub_sum(void* d_temp, std::size_t& bytes, const T* d_in, T* d_out, std::uint64_t n,
-                    cudaStream_t s) {
-  return cub::DeviceReduce::Sum(d_temp, bytes, d_in, d_out, static_cast<long long>(n), s);
-}
-
-// f16 / bf16 widened to float and summed in float: cub::DeviceReduce::TransformReduce.
-template <class H, class Widen>
-cudaError_t cub_half_sum(void* d_temp, std::size_t& bytes, const H* d_in, float* d_out,
-                         std::uint64_t n, cudaStream_t s) {
-  return cub::DeviceReduce::TransformReduce(d_temp, bytes, d_in, d_out,
-                                            static_cast<::cuda::std::int64_t>(n),
-                                            ::cuda::std::plus<float>{}, Widen{}, 0.0f, s);
-}
-
-#if TALLY_HAVE_CUBLAS
-void cublas_check(cublasStatus_t st, const char* what) {
-  if (st != CUBLAS_STATUS_SUCCESS)
-    throw tally::error(fmt::format("tally bench: {} failed: {}", what, cublasGetStatusString(st)));
-}
-
-// One cuBLAS handle on the bench stream, results in device memory (CUBLAS_POINTER_MODE_DEVICE:
-// stream ordered like tally::dot, no synchronisation, capturable), with its own workspace so
-// that nothing is allocated while a graph is being captured.
-struct cublas_session {
-  cublasHandle_t handle = nullptr;
-  device_buffer workspace{std::size_t(32) << 20};
-  explicit cublas_session(cudaStream_t s) {
-    cublas_check(cublasCreate(&handle), "cublasCreate");
-    try {
-      cublas_check(cublasSetStream(handle, s), "cublasSetStream");
-      // After cublasSetStream, which resets the workspace to cuBLAS's default pool.
-      cublas_check(cublasSetWorkspace(handle, workspace.get(), workspace.size()),
-                   "cublasSetWorkspace");
-      cublas_check(cublasSetPointerMode(handle, CUBLAS_POINTER_MODE_DEVICE),
-                   "cublasSetPointerMode");
-    } catch (...) {
-      cublasDestroy(handle);
-      throw;
-    }
-  }
-  ~cublas_session() { cublasDestroy(handle); }
-  cublas_session(const cublas_session&) = delete;
-  cublas_session& operator=(const cublas_session&) = delete;
-};
-#endif
 
 // Where one measurement's inputs lie: arena + slot * stride. Stride 0: one input (warm L2 where
 // it fits); cold runs rotate through the arena.

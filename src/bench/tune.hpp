@@ -1,16 +1,24 @@
-// `tally bench tune`: the sweeps behind the constants in src/core/tuning.cuh. Kernel shapes
-// (block size, loads in flight, load hint), blocks per SM at large sizes, grid size at middle
-// sizes, programmatic dependent launch on and off, and a thread-block-cluster variant that
-// combines through distributed shared memory instead of global atomics.
+// `tally bench tune`: what the tuning policy (src/core/policy.hpp) picks on this GPU and why, and
+// with --measure the sweeps behind the compiled shapes (src/core/tuning.hpp): every candidate
+// shape of each op family timed side by side with CUB / cuBLAS (or, for the exact sum and the
+// statistics, with the fast sum), at the sizes that decide.
 #pragma once
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "bench/report.hpp"
 
 namespace tally::bench {
 
-report run_tune(bool quick, const std::function<void(const std::string&)>& progress);
+struct tune_options {
+  bool measure = false;             // time the candidate shapes (about 2 minutes)
+  bool quick = false;               // fewer repetitions
+  std::vector<std::string> groups;  // core, numerics, exact, stats (empty: all)
+  std::function<void(const std::string&)> progress;
+};
+
+report run_tune(const tune_options& opt);
 
 }  // namespace tally::bench

@@ -286,14 +286,20 @@ int main(int argc, char** argv) {
       app.add_subcommand("bench", "benchmarks, side by side with CUB (and cuBLAS for dot)");
   bench->require_subcommand(1);
   output_files core_out, tune_out;
-  bool core_quick = false, core_no_cold = false, tune_quick = false;
+  bool core_quick = false, core_no_cold = false;
+  tally::bench::tune_options tune_opt;
   auto* core = bench->add_subcommand("core", "tally vs CUB DeviceReduce: sum f32/f64/i32, min/max f32, 2^10..2^30");
   add_output_options(core, core_out);
   core->add_flag("--quick", core_quick, "fewer repetitions");
   core->add_flag("--no-cold", core_no_cold, "skip the cold-L2 runs");
-  auto* tune = bench->add_subcommand("tune", "the sweeps behind src/core/tuning.cuh");
+  auto* tune = bench->add_subcommand(
+      "tune", "what the tuning policy picks on this GPU and why; --measure: the shape sweeps behind it");
   add_output_options(tune, tune_out);
-  tune->add_flag("--quick", tune_quick, "fewer repetitions");
+  tune->add_flag("--measure", tune_opt.measure, "time every candidate shape against CUB / cuBLAS (about 2 minutes)");
+  tune->add_flag("--quick", tune_opt.quick, "fewer repetitions");
+  tune->add_option("--groups", tune_opt.groups, "core, numerics, exact, stats (default: all)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"core", "numerics", "exact", "stats"}));
 
   output_files num_out;
   bool num_quick = false, num_cold = false;
@@ -405,7 +411,8 @@ int main(int argc, char** argv) {
     }
     if (tune->parsed()) {
       tally::cli::progress p("bench tune");
-      emit(tally::bench::run_tune(tune_quick, [&](const std::string& s) { p.step(s); }), tune_out);
+      tune_opt.progress = [&](const std::string& s) { p.step(s); };
+      emit(tally::bench::run_tune(tune_opt), tune_out);
       return 0;
     }
     if (numerics->parsed()) {

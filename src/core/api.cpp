@@ -9,6 +9,7 @@
 #include <string>
 
 #include "context.hpp"
+#include "policy.hpp"
 #include "half.hpp"
 #include "tally/tally.hpp"
 
@@ -295,6 +296,16 @@ launch_record plan(dtype t, op o, std::uint64_t n, const options& opt) {
   launch_ctx c{&dev, nullptr, nullptr, true};
   find_launcher(t, kind_of(t, o, opt))(nullptr, n, nullptr, c);
   return last_launch();
+}
+grid_edges plan_edges(dtype t, op o, const options& opt) {
+  const launch_record r = plan(t, o, std::uint64_t(1) << 20, opt);  // the shape in use
+  const std::uint64_t v = 16 / dtype_size(t);
+  const device_context& dev = current_context();
+  grid_edges e;
+  e.single_block_max = std::uint64_t(r.block) * r.unroll * v * kSingleBlockRounds;
+  e.one_per_sm = std::uint64_t(dev.sm_count) * r.block * kVectorsPerThread * v;
+  e.full_grid = policy_for(dev).grid.full_grid_min_bytes / dtype_size(t);
+  return e;
 }
 }  // namespace core
 

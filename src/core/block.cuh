@@ -30,10 +30,16 @@ template <class Op>
 inline constexpr bool warp_redux_v<Op, std::void_t<decltype(Op::warp_redux)>> = Op::warp_redux;
 
 // Lane 0 ends with the combination of the warp's 32 values (tree: lanes i and i+16, ...).
-template <class Op>
+// Rolled: one copy of the combine in a loop, for ops whose combine is long (the code of a
+// kernel that runs once per SM is fetched cold, so its size is time).
+template <class Op, bool Rolled = false>
 __device__ __forceinline__ typename Op::acc_type warp_reduce(typename Op::acc_type v) {
   if constexpr (warp_redux_v<Op>) {
     return Op::warp_reduce(v);
+  } else if constexpr (Rolled) {
+#pragma unroll 1
+    for (int offset = 16; offset > 0; offset >>= 1) v = Op::combine(v, shfl_down(v, offset));
+    return v;
   } else {
 #pragma unroll
     for (int offset = 16; offset > 0; offset >>= 1) v = Op::combine(v, shfl_down(v, offset));
@@ -41,15 +47,22 @@ __device__ __forceinline__ typename Op::acc_type warp_reduce(typename Op::acc_ty
   }
 }
 
+// Ops may say `custom_block = true` and give their own block_reduce<BLOCK> (the exact sum: its
+// combine has a side effect, so only the lanes whose results count may combine; the statistics:
+// two cheap trees instead of one of heavy merges).
+template <class Op, class = void>
+inline constexpr bool custom_block_v = false;
+template <class Op>
+inline constexpr bool custom_block_v<Op, std::void_t<decltype(Op::custom_block)>> = Op::custom_block;
+
 // Thread 0 ends with the combination of all BLOCK threads' values. Every thread must call it.
 // The shared scratch is reused on a second call only after the barrier at its start.
-template <class Op, int BLOCK>
-__device__ __forceinline__ typename Op::acc_type block_reduce(typename Op::acc_type v) {
-  static_assert(BLOCK % 32 == 0 && BLOCK <= 1024, "block size is whole warps, at most 1024");
+template <class Op, int BLOCK, bool Rolled = false>
+__device__ __forceinline__ typename Op::acc_type block_reduce_generic(typename Op::acc_type v) {
   using Acc = typename Op::acc_type;
   constexpr int kWarps = BLOCK / 32;
   __shared__ Acc warp_partials[kWarps];
-  v = warp_reduce<Op>(v);
+  v = warp_reduce<Op, Rolled>(v);
   if constexpr (kWarps == 1) {
     return v;
   } else {
@@ -59,10 +72,17 @@ __device__ __forceinline__ typename Op::acc_type block_reduce(typename Op::acc_t
     __syncthreads();
     if (warp == 0) {
       v = lane < kWarps ? warp_partials[lane] : Op::identity();
-      v = warp_reduce<Op>(v);
+      v = warp_reduce<Op, Rolled>(v);
     }
     return v;
   }
+}
+
+template <class Op, int BLOCK>
+__device__ __forceinline__ typename Op::acc_type block_reduce(typename Op::acc_type v) {
+  static_assert(BLOCK % 32 == 0 && BLOCK <= 1024, "block size is whole warps, at most 1024");
+  if constexpr (custom_block_v<Op>) return Op::template block_reduce<BLOCK>(v);
+  else return block_reduce_generic<Op, BLOCK>(v);
 }
 
 }  // namespace tally::core

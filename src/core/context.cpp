@@ -113,6 +113,7 @@ std::unique_ptr<workspace> make_workspace(device_slot& slot) {
   w->d_counter = reinterpret_cast<unsigned int*>(base + partial_bytes);
   w->d_result = base + partial_bytes + 128;
   w->d_exact = reinterpret_cast<long long*>(base + partial_bytes + 256);
+  w->d_exact_used = reinterpret_cast<unsigned int*>(base + partial_bytes + 64);
   cudaError_t e = cudaMemsetAsync(base + partial_bytes, 0, kTailBytes, slot.setup_stream);
   if (e == cudaSuccess) e = cudaStreamSynchronize(slot.setup_stream);
   if (e == cudaSuccess) e = cudaMallocHost(&w->h_result, 64);
@@ -153,6 +154,7 @@ std::unique_ptr<workspace> make_capture_workspace(device_slot& slot) {
   w->d_counter = reinterpret_cast<unsigned int*>(slot.slab + partial_bytes);
   w->d_result = slot.slab + partial_bytes + 128;
   w->d_exact = reinterpret_cast<long long*>(slot.slab + partial_bytes + 256);
+  w->d_exact_used = reinterpret_cast<unsigned int*>(slot.slab + partial_bytes + 64);
   slot.slab += chunk;
   slot.slab_left -= chunk;
   return w;
@@ -225,8 +227,9 @@ const bool g_debug_launch = [] {
 void record_launch(const launch_record& r) {
   t_last = r;
   if (g_debug_launch)
-    std::fprintf(stderr, "tally: launch n=%llu elem_bytes=%u grid=%u block=%u resident=%u\n",
-                 static_cast<unsigned long long>(r.n), r.elem_bytes, r.blocks, r.block, r.resident);
+    std::fprintf(stderr, "tally: launch n=%llu elem_bytes=%u grid=%u block=%u unroll=%u shape=%s resident=%u\n",
+                 static_cast<unsigned long long>(r.n), r.elem_bytes, r.blocks, r.block, r.unroll,
+                 r.deep ? "deep" : "base", r.resident);
 }
 launch_record last_launch() { return t_last; }
 

@@ -25,6 +25,7 @@ struct workspace {
   bool owns_memory = true;             // false: a slice of a capture slab
   unsigned int* d_counter = nullptr;   // zero between calls
   long long* d_exact = nullptr;        // the exact mode's global accumulator, zero between calls
+  unsigned int* d_exact_used = nullptr; // nonzero while d_exact holds something; zero between calls
   void* d_result = nullptr;            // 64 bytes for reduce_value
   void* h_result = nullptr;            // pinned mirror of d_result
   std::mutex result_mutex;             // reduce_value: launch, copy back and read as one step
@@ -35,8 +36,9 @@ inline constexpr int kMaxBlocks = 4096;
 // resident grid, and so the partials a workspace made for a captured call needs.
 inline constexpr int kMinBlockThreads = 256;
 inline constexpr int kMaxAccBytes = 64;
-// Bytes after the partials: the counter (at 0), the result slot (at 128, 64 bytes) and the exact
-// mode's accumulator (at 256, exact::kWords * 8 = 1088 bytes).
+// Bytes after the partials: the counter (at 0), the exact accumulator's in-use flag (at 64), the
+// result slot (at 128, 64 bytes) and the exact mode's accumulator (at 256, exact::kWords * 8 =
+// 1088 bytes).
 inline constexpr std::size_t kTailBytes = 256 + 1088;
 
 struct device_context {
@@ -57,12 +59,14 @@ void release_workspace(cudaStream_t stream);
 // Workspaces created so far on this process (tests).
 std::size_t workspaces_created();
 
+struct family_choice;
 struct launch_ctx {
   const device_context* dev;
   cudaStream_t stream;
   workspace* ws;
   bool dry_run = false;  // choose and record the grid, launch nothing (tests, --debug)
   const void* d_in2 = nullptr;  // binary ops (dot): the second input
+  family_choice* describe = nullptr;  // dry runs: filled with the shape choice and its reasons
 };
 using launch_fn = void (*)(const void* d_in, std::uint64_t n, void* d_out, const launch_ctx& c);
 
@@ -80,11 +84,20 @@ struct launch_record {
   unsigned elem_bytes = 0;
   std::uint64_t n = 0;
   unsigned blocks = 0, block = 0, resident = 0;
+  unsigned unroll = 0;  // 16-byte loads in flight per thread
+  bool deep = false;    // the family's deep shape (policy.hpp)
 };
 void record_launch(const launch_record& r);
 launch_record last_launch();
 // The grid a call with these arguments would launch on the current device (nothing runs).
 launch_record plan(dtype t, op o, std::uint64_t n, const options& opt = {});
+// Where the plan of (t, o) changes on the current device: the largest n run by one block, the
+// n from which the grid reaches one block per SM, and the n from which the full resident grid
+// is allowed (tests put their sizes there).
+struct grid_edges {
+  std::uint64_t single_block_max = 0, one_per_sm = 0, full_grid = 0;
+};
+grid_edges plan_edges(dtype t, op o, const options& opt = {});
 
 // The launchers of every kind defined on element type T (nullptr where undefined), defined in
 // launch.cuh: the plain ops (instantiate_<type>.cu) and the numerics kinds (argmin/argmax,

@@ -90,9 +90,10 @@ __device__ __forceinline__ vec16<T> load_second(const T* __restrict__ d_y, std::
 }
 
 // The per-block part: this block's share of the input reduced into thread 0's return value.
-// UNROLL vectors are in flight per thread; they fold into min(UNROLL, max_accs) accumulators,
-// each of which sees its elements in increasing index order (argmin/argmax rely on that).
-template <class T, class Op, int BLOCK, int UNROLL, load_hint H, layout L>
+// UNROLL vectors are in flight per thread; they fold into min(UNROLL, the op's max_accs,
+// ACCS_CAP) accumulators, each of which sees its elements in increasing index order
+// (argmin/argmax rely on that).
+template <class T, class Op, int BLOCK, int UNROLL, load_hint H, layout L, int ACCS_CAP = 8>
 __device__ __forceinline__ typename Op::acc_type reduce_block_range(const T* __restrict__ d_in,
                                                                     std::uint64_t n,
                                                                     unsigned int block,
@@ -101,7 +102,8 @@ __device__ __forceinline__ typename Op::acc_type reduce_block_range(const T* __r
   using Acc = typename Op::acc_type;
   using V = vec16<T>;
   constexpr int VN = V::size;
-  constexpr int ACCS = UNROLL < max_accs_v<Op> ? UNROLL : max_accs_v<Op>;
+  constexpr int OP_ACCS = max_accs_v<Op> < ACCS_CAP ? max_accs_v<Op> : ACCS_CAP;
+  constexpr int ACCS = UNROLL < OP_ACCS ? UNROLL : OP_ACCS;
   const split16 s = split_input(d_in, n);
   const V* __restrict__ d_vec = reinterpret_cast<const V*>(d_in + s.head);
   bool y_aligned = false;
@@ -134,6 +136,15 @@ __device__ __forceinline__ typename Op::acc_type reduce_block_range(const T* __r
     if constexpr (binary_v<Op>) return fold_vec2<Op>(a, v, w, s.head + j * VN);
     else return fold_vec<Op>(a, v, s.head + j * VN);
   };
+  // One round of UNROLL vectors of a one-input op, starting at vector j.
+  auto fold_round_at = [&](const V (&v)[UNROLL], std::uint64_t j) {
+    if constexpr (round_fold_v<Op>) {
+      Op::template fold_round<UNROLL, ACCS>(acc, v, [&](int u) { return d_vec + j + u * stride; });
+    } else {
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u) acc[u % ACCS] = fold_at(acc[u % ACCS], v[u], v[u], j + u * stride);
+    }
+  };
   for (; i + (UNROLL - 1) * stride < end; i += UNROLL * stride) {
     V v[UNROLL], w[W];
 #pragma unroll
@@ -141,8 +152,12 @@ __device__ __forceinline__ typename Op::acc_type reduce_block_range(const T* __r
       v[u] = load_vec<H>(d_vec + i + u * stride);
       if constexpr (binary_v<Op>) w[u] = load_second<H>(d_in2, s.head + (i + u * stride) * VN, y_aligned);
     }
+    if constexpr (binary_v<Op>) {
 #pragma unroll
-    for (int u = 0; u < UNROLL; ++u) acc[u % ACCS] = fold_at(acc[u % ACCS], v[u], w[u % W], i + u * stride);
+      for (int u = 0; u < UNROLL; ++u) acc[u % ACCS] = fold_at(acc[u % ACCS], v[u], w[u % W], i + u * stride);
+    } else {
+      fold_round_at(v, i);
+    }
   }
   // The last, partial round (fewer than UNROLL vectors). One-input ops issue every load before
   // the first fold, so the round costs one memory latency, not one per vector (f32 argmax at
@@ -183,12 +198,12 @@ __device__ __forceinline__ typename Op::acc_type reduce_block_range(const T* __r
   return block_reduce<Op, BLOCK>(combine_all<Op, ACCS>(acc));
 }
 
-template <class T, class Op, int BLOCK, int UNROLL, load_hint H, layout L, int MIN_BLOCKS>
+template <class T, class Op, int BLOCK, int UNROLL, load_hint H, layout L, int MIN_BLOCKS, int ACCS_CAP = 8>
 __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) reduce_kernel(reduce_args<T, Op> a) {
   using Acc = typename Op::acc_type;
   pdl_wait();
   pdl_launch_dependents();
-  const Acc v = reduce_block_range<T, Op, BLOCK, UNROLL, H, L>(a.d_in, a.n, blockIdx.x, gridDim.x, a.d_in2);
+  const Acc v = reduce_block_range<T, Op, BLOCK, UNROLL, H, L, ACCS_CAP>(a.d_in, a.n, blockIdx.x, gridDim.x, a.d_in2);
   if (gridDim.x == 1) {  // one block: no partials, no fences
     if (threadIdx.x == 0) *a.d_out = finalize_with<Op>(v, a.n, a.d_in);
     return;

@@ -1,27 +1,33 @@
 // The exactly rounded sum, mean and dot product in one launch (accuracy::exact).
 //
-// Each thread keeps a two-term floating-point expansion (exact.cuh: TwoSum twice per element)
-// and flushes whatever does not fit into its block's long fixed-point accumulator in shared
-// memory (integer atomics: the order of the adds does not matter). For ordinary data nothing is
-// flushed inside the loop, so the loop is two TwoSums per element. Threads merge their
-// expansions warp by warp; a block writes its expansion as its partial and, only if it flushed
-// anything, adds its normalised accumulator into a global one. The last block merges every
-// partial, takes the global accumulator (resetting it to zero for the next call), normalises
-// and rounds once. The result is the exact sum rounded to nearest-even: the same bits for any
-// grid, block size, GPU or order of the elements.
+// The exact sum is an op like any other (op_exact) and runs in the core's block loop
+// (reduce_block_range: the same loads, unrolling and head/tail handling as the fast sum). Its
+// accumulator is a two-term floating-point expansion (exact.cuh: one add and an exactness test
+// per f32/f16/bf16 element, TwoSum twice per f64 element); whatever does not fit is flushed into
+// the block's long fixed-point accumulator in shared memory (integer atomics: the order of the
+// adds does not matter). For ordinary data nothing is flushed at all.
 //
-//   exact_kernel<float, exact_sum, false, 512, 4>: {1e30f, 1.f, -1e30f} -> 1.f  (fast: 0.f)
+// A block writes its merged expansion as its partial and, only if it flushed anything, adds its
+// normalised accumulator into a global one and says so in a flag. The last block merges every
+// partial. If nothing was flushed anywhere, the exact sum is a0 + a1 of the merged expansion and
+// rounds in a few instructions (exact::round_pair); otherwise warp 0 takes the global
+// accumulator (resetting it for the next call), normalises and rounds it in parallel
+// (exact_warp.cuh). Either way the result is the exact sum rounded to nearest-even once: the same
+// bits for any grid, block size, GPU or order of the elements.
+//
+//   exact_kernel<float, exact_form::sum, 512, 4, ...>: {1e30f, 1.f, -1e30f} -> 1.f  (fast: 0.f)
 #pragma once
 
 #include <cstdint>
 
 #include "device.cuh"
 #include "exact.cuh"
+#include "exact_warp.cuh"
 
 namespace tally::core {
 
-// What one block hands the last one: its merged expansion and the special values it saw.
-struct exact_partial {
+// What a thread, a block and the grid carry: the expansion and the special values seen.
+struct exact_acc {
   double a0, a1;
   unsigned flags, pad;
 };
@@ -32,185 +38,307 @@ struct exact_args {
   const T* d_in2;  // dot: the second vector
   std::uint64_t n;
   void* d_out;
-  exact_partial* d_partials;
+  exact_acc* d_partials;
   unsigned int* d_counter;  // zero between calls
   long long* d_acc;         // exact::kWords words, zero between calls
+  unsigned int* d_acc_used; // nonzero when a block added into d_acc; zero between calls
 };
 
 enum class exact_form { sum, mean, dot };
 
-// Per element: f32/f16/bf16 values (and their products: 48 bits) are exact in f64 and usually
-// add exactly to a0 (fpe_add_narrow: one add and a test); f64 values take both TwoSums; f64
-// products go through TwoProduct, or straight to the accumulator outside its exact range.
-template <exact_form F, class T, class Flush, class AddWord>
-__device__ __forceinline__ void exact_feed(exact::fpe2& f, unsigned& flags, const T& x, const T* y,
-                                           Flush& flush, AddWord& add_word) {
-  if constexpr (F == exact_form::dot) {
-    if constexpr (std::is_same_v<num_t<T>, double>)
-      exact::fpe_add_product(f, as_num(x), as_num(*y), flags, flush, add_word);
-    else
-      exact::fpe_add(f, __dmul_rn(double(as_num(x)), double(as_num(*y))), flags, flush);
-  } else if constexpr (std::is_same_v<num_t<T>, double>) {
-    exact::fpe_add(f, as_num(x), flags, flush);
-  } else {
-    exact::fpe_add_narrow(f, static_cast<double>(as_num(x)), flags, flush);
-  }
+// The block's long accumulator, shared by every thread of the block (a function-scope
+// __shared__ variable: op_exact's static functions reach it without a pointer).
+struct exact_block_state {
+  long long words[exact::kWords];
+  int flushed;  // nonzero once anything went into words
+};
+__device__ __forceinline__ exact_block_state& exact_block() {
+  __shared__ exact_block_state state;
+  return state;
+}
+// Adds delta to word k of the block's accumulator (the order of these adds does not matter).
+__device__ __forceinline__ void exact_add_word(int k, long long delta) {
+  exact_block_state& st = exact_block();
+  atomicAdd(reinterpret_cast<unsigned long long*>(&st.words[k]), static_cast<unsigned long long>(delta));
+  atomicOr(&st.flushed, 1);
+}
+// Adds a finite double to the block's accumulator (the rare path of the expansion).
+__device__ __forceinline__ void exact_flush(double v) {
+  exact::add(v, 0, [](int k, long long d) { exact_add_word(k, d); });
 }
 
-// Merges every thread's expansion into thread 0's (warp shuffles, then warp 0's leaders).
-template <int BLOCK, class Flush>
-__device__ __forceinline__ void exact_block_merge(exact::fpe2& f, unsigned& flags, Flush& flush) {
-  constexpr int kWarps = BLOCK / 32;
-  __shared__ exact::fpe2 warp_fpe[kWarps];
-  __shared__ unsigned warp_flags[kWarps];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  auto warp_merge = [&](int width) {
+// The general path of one element: fpe_add (or fpe_add_product) with its flushes, inline for
+// the rolled fallback of fold_round and out of line (a call) for the per-element fast paths, so
+// that the unrolled loops hold no copy of it: 16-32 inlined copies made the kernel too large
+// for the instruction cache (ncu on the H200: warps stalled 10.5 of 18.7 cycles on instruction
+// fetch at 2^14).
+__device__ __forceinline__ exact_acc exact_add_general(exact_acc a, double x) {
+  exact::fpe2 f{a.a0, a.a1};
+  exact::fpe_add(f, x, a.flags, [](double v) { exact_flush(v); });
+  a.a0 = f.a0;
+  a.a1 = f.a1;
+  return a;
+}
+static __device__ __noinline__ exact_acc exact_add_general_call(exact_acc a, double x) {
+  return exact_add_general(a, x);
+}
+static __device__ __noinline__ exact_acc exact_add_product_general(exact_acc a, double x, double y) {
+  exact::fpe2 f{a.a0, a.a1};
+  exact::fpe_add_product(f, x, y, a.flags, [](double v) { exact_flush(v); },
+                         [](int k, long long d) { exact_add_word(k, d); });
+  a.a0 = f.a0;
+  a.a1 = f.a1;
+  return a;
+}
+
+// The fast path of one element, as a speculative update and a test: true when the update was
+// the exact operation (then a holds it), false when the element needs the general path from
+// the state before it (a is then garbage). f32/f16/bf16 values (and f32 products, 48 bits):
+// one add and fpe_add_narrow's exactness test. f64 values: fpe_add's two TwoSums, exact when
+// the sum stays below the limit and the second TwoSum leaves nothing to flush.
+__device__ __forceinline__ bool exact_try_narrow(exact_acc& a, double x) {
+  const double s = __dadd_rn(a.a0, x);
+  const bool ok = (__dsub_rn(s, a.a0) == x) & (__dsub_rn(s, x) == a.a0);
+  a.a0 = s;
+  return ok;
+}
+__device__ __forceinline__ bool exact_try_wide(exact_acc& a, double x) {
+  const double s = __dadd_rn(a.a0, x);
+  const double bb = __dsub_rn(s, a.a0);
+  const double e = __dadd_rn(__dsub_rn(a.a0, __dsub_rn(s, bb)), __dsub_rn(x, bb));
+  const double t = __dadd_rn(a.a1, e);
+  const double cc = __dsub_rn(t, a.a1);
+  const double e2 = __dadd_rn(__dsub_rn(a.a1, __dsub_rn(t, cc)), __dsub_rn(e, cc));
+  const bool ok = (fabs(s) < exact::kFpeLimit) & (e2 == 0.0);
+  a.a0 = s;
+  a.a1 = t;
+  return ok;
+}
+
+// The exact sum (or dot) as a core op. ACCS independent expansions per thread (the merge is
+// exact, so their number changes no bit of the result, only the speed).
+//
+// One-input sums fold a whole round of loads at once (fold_round): every element takes its fast
+// path speculatively and one test at the end of the round says whether all were exact; if not
+// (rare: an element whose bits reach below what the expansion holds, a special value, a sum
+// near the limit), the round is redone from the saved state with the general path in a rolled
+// loop that re-reads the round's elements. The loop body is then a few instructions per
+// element, one branch per round and no call, so loads can be scheduled across it.
+template <class T, exact_form F, int ACCS = 2>
+struct op_exact {
+  static constexpr exact_form form = F;
+  using N = num_t<T>;
+  static_assert(std::is_floating_point_v<N>);
+  static constexpr bool custom_fold = true, binary = F == exact_form::dot, custom_block = true, heavy = true;
+  static constexpr bool wide = std::is_same_v<N, double>;
+  static constexpr int max_accs = ACCS;
+  using acc_type = exact_acc;
+  using out_type = N;
+  using elem_type = std::conditional_t<binary, pair_elem<T>, T>;
+
+  static __host__ __device__ acc_type identity() { return {0.0, 0.0, 0u, 0u}; }
+  static __device__ __forceinline__ bool try_add(acc_type& a, double x) {
+    if constexpr (wide) return exact_try_wide(a, x);
+    else return exact_try_narrow(a, x);
+  }
+  // One value: the fast path, else the general one (out of line).
+  static __device__ __forceinline__ void feed_value(acc_type& a, double x) {
+    const acc_type before = a;
+    if (!try_add(a, x)) a = exact_add_general_call(before, x);
+  }
+  static __device__ __forceinline__ void feed(acc_type& a, const elem_type& e) {
+    if constexpr (binary) {
+      const double x = as_num(e.x), y = as_num(e.y);
+      if constexpr (wide) {
+        double p, err;
+        exact::two_prod(x, y, p, err);
+        if (exact::two_prod_exact_range(p)) {
+          feed_value(a, p);
+          feed_value(a, err);
+        } else {
+          a = exact_add_product_general(a, x, y);
+        }
+      } else {
+        feed_value(a, __dmul_rn(x, y));  // exact: 24 + 24 bits
+      }
+    } else {
+      feed_value(a, static_cast<double>(as_num(e)));
+    }
+  }
+  static __device__ acc_type transform(const elem_type& e) {
+    acc_type a = identity();
+    feed(a, e);
+    return a;
+  }
+  static __device__ acc_type combine(acc_type a, acc_type b) {
+    exact::fpe2 f{a.a0, a.a1};
+    a.flags |= b.flags;
+    exact::fpe_merge_fast(f, exact::fpe2{b.a0, b.a1}, a.flags, [](double v) { exact_flush(v); });
+    a.a0 = f.a0;
+    a.a1 = f.a1;
+    return a;
+  }
+  template <int VN>
+  static __device__ __forceinline__ acc_type fold(acc_type a, const elem_type (&e)[VN], std::uint64_t) {
 #pragma unroll
-    for (int offset = 16; offset > 0; offset >>= 1) {
-      if (offset >= width) continue;
-      const exact::fpe2 g{__shfl_down_sync(0xffffffffu, f.a0, offset), __shfl_down_sync(0xffffffffu, f.a1, offset)};
-      const unsigned gf = __shfl_down_sync(0xffffffffu, flags, offset);
-      if (lane < offset) {
-        exact::fpe_merge(f, g, flags, flush);
-        flags |= gf;
+    for (int k = 0; k < VN; ++k) feed(a, e[k]);
+    return a;
+  }
+  // A whole round of U vectors into the A accumulators (vector u into acc[u % A], as the core
+  // loop would); at(u) is vector u's address, for the fallback's re-read.
+  static constexpr bool round_fold = !binary;
+  template <int U, int A, class V, class At>
+  static __device__ __forceinline__ void fold_round(acc_type (&acc)[A], const V (&v)[U], At at) {
+    constexpr int VN = V::size;
+    acc_type keep[A];
+#pragma unroll
+    for (int j = 0; j < A; ++j) keep[j] = acc[j];
+    bool ok = true;
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int k = 0; k < VN; ++k) ok &= try_add(acc[u % A], static_cast<double>(as_num(v[u].e[k])));
+    if (!ok) {
+      // Every element of the round into the first expansion: the exact sum does not care which.
+#pragma unroll
+      for (int j = 0; j < A; ++j) acc[j] = keep[j];
+#pragma unroll 1
+      for (int j = 0; j < U * VN; ++j) {
+        const T x = reinterpret_cast<const T*>(at(j / VN))[j % VN];
+        acc[0] = exact_add_general(acc[0], static_cast<double>(as_num(x)));
       }
     }
-  };
-  warp_merge(32);
-  __syncthreads();  // an earlier call's readers are done with warp_fpe
-  if (lane == 0) {
-    warp_fpe[warp] = f;
-    warp_flags[warp] = flags;
   }
-  __syncthreads();
-  if (warp == 0) {  // the warps' expansions, merged by a second shuffle tree in warp 0
-    f = lane < kWarps ? warp_fpe[lane] : exact::fpe2{0.0, 0.0};
-    flags = lane < kWarps ? warp_flags[lane] : 0u;
-    warp_merge(kWarps);
+  // A shuffle tree in which only the lanes whose results count combine: a combine may flush into
+  // the block's accumulator, so the other lanes' combines (harmless for a pure op) would add
+  // their garbage to it.
+  static __device__ __forceinline__ acc_type warp_merge(acc_type v, int width) {
+    const unsigned lane = threadIdx.x & 31u;
+#pragma unroll 1
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      if (offset >= width) continue;
+      const acc_type g = shfl_down(v, offset);
+      if (lane < unsigned(offset)) v = combine(v, g);
+    }
+    return v;
   }
-}
+  template <int BLOCK>
+  static __device__ __forceinline__ acc_type block_reduce(acc_type v) {
+    constexpr int kWarps = BLOCK / 32;
+    __shared__ acc_type parts[kWarps];
+    v = warp_merge(v, 32);
+    if constexpr (kWarps == 1) {
+      return v;
+    } else {
+      const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+      __syncthreads();  // an earlier call's readers are done with parts
+      if (lane == 0) parts[warp] = v;
+      __syncthreads();
+      if (warp == 0) v = warp_merge(lane < kWarps ? parts[lane] : identity(), kWarps);
+      return v;
+    }
+  }
+};
 
-template <class R, exact_form F>
-__device__ __forceinline__ R exact_result(const long long* words, unsigned flags, std::uint64_t n) {
+// The result of the exact value rounded (R = the result type): mean divides the exact sum
+// rounded to f64 by n, then rounds to R.
+template <class R, exact_form F, class Round>
+__device__ __forceinline__ R exact_result(std::uint64_t n, Round&& round) {
   if constexpr (F == exact_form::mean) {
     if (n == 0) return R(__builtin_nan(""));
-    return static_cast<R>(exact::round_to<double>(words, flags) / static_cast<double>(n));
+    return static_cast<R>(round(double()) / static_cast<double>(n));
   } else {
-    return exact::round_to<R>(words, flags);
+    return round(R());
   }
 }
 
-template <class T, exact_form F, int BLOCK, int UNROLL, load_hint H>
-__global__ void __launch_bounds__(BLOCK, 1) exact_kernel(exact_args<T> a) {
+// Warp 0 finishes: v (lane 0's) is everything not in the block's accumulator. If nothing was
+// flushed, round a0 + a1 directly; otherwise add v into the accumulator, normalise and round it
+// with the whole warp. Lane 0 writes the result.
+template <class R, exact_form F>
+__device__ __forceinline__ void exact_finish(const exact_acc& v, std::uint64_t n, void* d_out) {
+  exact_block_state& st = exact_block();
+  const unsigned lane = threadIdx.x & 31u;
+  __syncwarp();
+  if (st.flushed == 0) {
+    if (lane == 0)
+      *static_cast<R*>(d_out) = exact_result<R, F>(n, [&](auto r) {
+        return exact::round_pair<decltype(r)>(v.a0, v.a1, v.flags);
+      });
+    return;
+  }
+  if (lane == 0) {
+    exact::add(st.words, v.a0);
+    exact::add(st.words, v.a1);
+  }
+  __syncwarp();
+  exact::normalize_warp(st.words);
+  const R r = exact_result<R, F>(n, [&](auto x) { return exact::round_warp<decltype(x)>(st.words, v.flags); });
+  if (lane == 0) *static_cast<R*>(d_out) = r;
+}
+
+template <class T, class Op, int BLOCK, int UNROLL, load_hint H, int MIN_BLOCKS>
+__global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) exact_kernel(exact_args<T> a) {
   using R = num_t<T>;
-  using V = vec16<T>;
-  constexpr int VN = V::size;
-  __shared__ long long acc[exact::kWords];
-  __shared__ unsigned int adds;  // word adds into acc (each below 2^32 in magnitude)
-  __shared__ bool is_last;
-  for (int k = threadIdx.x; k < exact::kWords; k += BLOCK) acc[k] = 0;
-  if (threadIdx.x == 0) adds = 0;
+  constexpr exact_form F = Op::form;
+  constexpr int ACCS = Op::max_accs;
+  exact_block_state& st = exact_block();
+  for (int k = threadIdx.x; k < exact::kWords; k += BLOCK) st.words[k] = 0;
+  if (threadIdx.x == 0) st.flushed = 0;
   __syncthreads();
   pdl_wait();
   pdl_launch_dependents();
 
-  auto add_word = [&](int k, long long d) {
-    atomicAdd(reinterpret_cast<unsigned long long*>(&acc[k]), static_cast<unsigned long long>(d));
-    atomicAdd(&adds, 1u);
-  };
-  auto flush = [&](double v) { exact::add(v, 0, add_word); };
-
-  exact::fpe2 f{0.0, 0.0};
-  unsigned flags = 0;
-  const T* __restrict__ x = a.d_in;
-  const T* __restrict__ y = a.d_in2;
-  const split16 s = split_input(x, a.n);
-  const V* __restrict__ xv = reinterpret_cast<const V*>(x + s.head);
-  bool y_aligned = false;
-  if constexpr (F == exact_form::dot)
-    y_aligned = ((reinterpret_cast<std::uintptr_t>(y) ^ reinterpret_cast<std::uintptr_t>(x)) & 15u) == 0;
-  auto feed_vec = [&](const V& v, std::uint64_t j) {
-    if constexpr (F == exact_form::dot) {
-      const V w = load_second<H>(y, s.head + j * VN, y_aligned);
-#pragma unroll
-      for (int k = 0; k < VN; ++k) exact_feed<F>(f, flags, v.e[k], &w.e[k], flush, add_word);
-    } else {
-#pragma unroll
-      for (int k = 0; k < VN; ++k) exact_feed<F>(f, flags, v.e[k], static_cast<const T*>(nullptr), flush, add_word);
-    }
-  };
-
-  const std::uint64_t end = s.nvec, stride = std::uint64_t(gridDim.x) * BLOCK;
-  std::uint64_t i = std::uint64_t(blockIdx.x) * BLOCK + threadIdx.x;
-  for (; i + (UNROLL - 1) * stride < end; i += UNROLL * stride) {
-    V v[UNROLL];
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u) v[u] = load_vec<H>(xv + i + u * stride);
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u) feed_vec(v[u], i + u * stride);
-  }
-  for (; i < end; i += stride) feed_vec(load_vec<H>(xv + i), i);
-  if (blockIdx.x == gridDim.x - 1) {
-    const std::uint64_t t = s.tail_begin + threadIdx.x;
-    auto feed_at = [&](std::uint64_t j) {
-      exact_feed<F>(f, flags, x[j], F == exact_form::dot ? y + j : nullptr, flush, add_word);
-    };
-    if (threadIdx.x < s.head) feed_at(threadIdx.x);
-    if (t < a.n) feed_at(t);
-  }
-  exact_block_merge<BLOCK>(f, flags, flush);
-
-  if (gridDim.x == 1) {
-    __syncthreads();  // every flush into acc is done
-    if (threadIdx.x == 0) {
-      exact::fpe_finish(f, flush);
-      exact::normalize(acc);
-      *static_cast<R*>(a.d_out) = exact_result<R, F>(acc, flags, a.n);
-    }
+  const exact_acc v = reduce_block_range<T, Op, BLOCK, UNROLL, H, layout::strided, ACCS>(
+      a.d_in, a.n, blockIdx.x, gridDim.x, a.d_in2);
+  const unsigned warp = threadIdx.x >> 5;
+  if (gridDim.x == 1) {  // one block: no partials, no global accumulator
+    if (warp == 0) exact_finish<R, F>(v, a.n, a.d_out);
     return;
   }
 
-  // Publish: the expansion as this block's partial, and the accumulator (if anything was
-  // flushed) into the global one. Fewer than 2^16 adds leave every word below 2^48, so even 4096
-  // blocks stay far from overflow; more adds than that are normalised first (words < 2^32).
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    a.d_partials[blockIdx.x] = exact_partial{f.a0, f.a1, flags, 0u};
-    if (adds >= (1u << 16)) exact::normalize(acc);
-  }
-  __syncthreads();
-  if (adds != 0) {
+  // Publish: the accumulator (only if this block flushed anything), normalised so that 4096
+  // blocks' words still fit, into the global one; then the expansion as this block's partial.
+  __syncthreads();  // every flush of this block is in st.words
+  if (st.flushed != 0) {
+    if (warp == 0) exact::normalize_warp(st.words);
+    __syncthreads();
     for (int k = threadIdx.x; k < exact::kWords; k += BLOCK)
-      if (acc[k] != 0) atomicAdd(reinterpret_cast<unsigned long long*>(a.d_acc + k), static_cast<unsigned long long>(acc[k]));
+      if (st.words[k] != 0)
+        atomicAdd(reinterpret_cast<unsigned long long*>(a.d_acc + k), static_cast<unsigned long long>(st.words[k]));
+    if (threadIdx.x == 0) atomicExch(a.d_acc_used, 1u);
     __threadfence();
   }
+  __shared__ bool is_last;
   __syncthreads();
-  if (threadIdx.x == 0) is_last = atomic_inc_acq_rel(a.d_counter, gridDim.x - 1) == gridDim.x - 1;
+  if (threadIdx.x == 0) {
+    a.d_partials[blockIdx.x] = v;
+    is_last = atomic_inc_acq_rel(a.d_counter, gridDim.x - 1) == gridDim.x - 1;
+  }
   __syncthreads();
   if (!is_last) return;
 
-  // The last block: start from a clean accumulator (its own flushes are in the global one).
-  for (int k = threadIdx.x; k < exact::kWords; k += BLOCK) acc[k] = 0;
+  // The last block: a clean accumulator (its own flushes are in the global one), every partial
+  // merged, then the global accumulator if any block used it.
+  for (int k = threadIdx.x; k < exact::kWords; k += BLOCK) st.words[k] = 0;
+  if (threadIdx.x == 0) st.flushed = 0;
   __syncthreads();
-  f = exact::fpe2{0.0, 0.0};
-  flags = 0;
-  for (unsigned b = threadIdx.x; b < gridDim.x; b += BLOCK) {
-    const exact_partial p = load_cg(a.d_partials + b);
-    exact::fpe_merge(f, exact::fpe2{p.a0, p.a1}, flags, flush);
-    flags |= p.flags;
+  exact_acc p = Op::identity();
+  for (unsigned b = threadIdx.x; b < gridDim.x; b += BLOCK) p = Op::combine(p, load_cg(a.d_partials + b));
+  p = block_reduce<Op, BLOCK>(p);
+  if (warp != 0) return;
+  const unsigned lane = threadIdx.x & 31u;
+  unsigned used = lane == 0 ? atomicExch(a.d_acc_used, 0u) : 0u;
+  used = __shfl_sync(0xffffffffu, used, 0);
+  if (used != 0) {
+    __syncwarp();  // warp 0's own flushes (in block_reduce) are in st.words
+    for (int k = lane; k < exact::kWords; k += 32) {
+      const long long g = static_cast<long long>(atomicExch(reinterpret_cast<unsigned long long*>(a.d_acc + k), 0ull));
+      st.words[k] += g;
+    }
+    if (lane == 0) st.flushed = 1;
   }
-  exact_block_merge<BLOCK>(f, flags, flush);
-  __syncthreads();
-  for (int k = threadIdx.x; k < exact::kWords; k += BLOCK) {
-    const long long g = static_cast<long long>(atomicExch(reinterpret_cast<unsigned long long*>(a.d_acc + k), 0ull));
-    atomicAdd(reinterpret_cast<unsigned long long*>(&acc[k]), static_cast<unsigned long long>(g));
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    exact::fpe_finish(f, flush);
-    exact::normalize(acc);
-    *static_cast<R*>(a.d_out) = exact_result<R, F>(acc, flags, a.n);
-  }
+  exact_finish<R, F>(p, a.n, a.d_out);
 }
 
 }  // namespace tally::core

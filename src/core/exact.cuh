@@ -226,60 +226,105 @@ TALLY_HD inline void normalize(long long* words) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The exactly rounded (round-to-nearest, ties-to-even) value of a normalised accumulator as a
-// float or double, rounded once from the exact value (a float result never goes via double).
-// Subnormal results are correct; magnitudes that round beyond the largest finite value give
-// +-inf. An exact zero gives +0.0; a nonzero value too small for the format rounds, as IEEE
-// does, to a zero carrying its sign (-0.0 for a tiny negative value).
+// Rounding. The exactly rounded (round-to-nearest, ties-to-even) value of a normalised
+// accumulator as a float or double, rounded once from the exact value (a float result never goes
+// via double). Subnormal results are correct; magnitudes that round beyond the largest finite
+// value give +-inf. An exact zero gives +0.0; a nonzero value too small for the format rounds, as
+// IEEE does, to a zero carrying its sign (-0.0 for a tiny negative value).
 // flags: kNaN, or both kPosInf and kNegInf -> NaN; else kPosInf -> +inf; kNegInf -> -inf.
+//
+// Rounding needs only the magnitude's three leading 32-bit digits, whether anything nonzero lies
+// below them, the sign and the position: lead_digits. round_to gathers them serially; the
+// warp-parallel gatherer (exact_warp.cuh) hands the same record to the same round_digits, so
+// both give the same bits.
+struct lead_digits {
+  bool negative = false;
+  int h = -1;                                  // index of the leading nonzero magnitude digit (-1: zero)
+  unsigned int d2 = 0, d1 = 0, d0 = 0;         // magnitude digits h, h-1, h-2 (0 below index 0)
+  bool below = false;                          // any nonzero magnitude digit at index h-3 or lower
+};
+
+// The value as a (kWords + 1)-digit two's complement number of 32-bit digits x_k: the low
+// kWords - 1 digits are the normalised words, the top word gives the last two digits.
+TALLY_HD inline unsigned int raw_digit(const long long* w, int k) {
+  const long long top = w[kWords - 1];
+  if (k < kWords - 1) return static_cast<unsigned int>(w[k]);
+  if (k == kWords - 1) return static_cast<unsigned int>(static_cast<unsigned long long>(top));
+  return static_cast<unsigned int>(static_cast<unsigned long long>(top) >> 32);
+}
+inline constexpr int kDigits = kWords + 1;
+// Magnitude digit k of a value whose lowest nonzero raw digit is j: for a negative value
+// -x = ~x + 1, so digits below j stay 0, digit j becomes 2^32 - x_j, the digits above ~x_k.
+TALLY_HD inline unsigned int magnitude_digit(unsigned int raw, int k, bool negative, int j) {
+  if (!negative) return raw;
+  if (k < j) return 0u;
+  if (k == j) return 0u - raw;
+  return ~raw;
+}
+
+// lead_digits of a normalised accumulator, serially.
+TALLY_HD inline lead_digits leading_digits(const long long* w) {
+  lead_digits g;
+  g.negative = w[kWords - 1] < 0;
+  int j = 0;
+  if (g.negative)
+    while (raw_digit(w, j) == 0) ++j;  // terminates: the top digit of a negative value is nonzero
+  auto mag = [&](int k) { return magnitude_digit(raw_digit(w, k), k, g.negative, j); };
+  int h = kDigits - 1;
+  while (h >= 0 && mag(h) == 0) --h;
+  g.h = h;
+  if (h < 0) return g;
+  g.d2 = mag(h);
+  g.d1 = h >= 1 ? mag(h - 1) : 0u;
+  g.d0 = h >= 2 ? mag(h - 2) : 0u;
+  for (int k = h - 3; k >= 0 && !g.below; --k) g.below = mag(k) != 0;
+  return g;
+}
+
+// The value of the special flags, if any: true and *r set when flags decide the result.
 template <class R>
-TALLY_HD R round_to(const long long* w, unsigned flags) {
+TALLY_HD bool special_result(unsigned flags, R& r) {
   using F = detail::format<R>;
   using B = typename F::bits;
-  using detail::u32;
-  using detail::u64;
   constexpr int kBits = static_cast<int>(sizeof(B) * 8);
   constexpr B kSign = B(1) << (kBits - 1);
   constexpr B kInf = B((F::emax - F::emin + 2)) << (F::p - 1);  // exponent field all ones
-  if ((flags & kNaN) != 0 || ((flags & kPosInf) != 0 && (flags & kNegInf) != 0))
-    return F::from_bits(kInf | (B(1) << (F::p - 2)));  // quiet NaN
-  if ((flags & kPosInf) != 0) return F::from_bits(kInf);
-  if ((flags & kNegInf) != 0) return F::from_bits(kSign | kInf);
+  if ((flags & kNaN) != 0 || ((flags & kPosInf) != 0 && (flags & kNegInf) != 0)) {
+    r = F::from_bits(kInf | (B(1) << (F::p - 2)));  // quiet NaN
+    return true;
+  }
+  if ((flags & kPosInf) != 0) {
+    r = F::from_bits(kInf);
+    return true;
+  }
+  if ((flags & kNegInf) != 0) {
+    r = F::from_bits(kSign | kInf);
+    return true;
+  }
+  return false;
+}
 
-  // The value as a (kWords + 1)-digit two's complement number of 32-bit digits x_k: the low
-  // kWords - 1 digits are the normalised words, the top word gives the last two digits.
-  const long long top = w[kWords - 1];
-  const bool negative = top < 0;
-  auto raw = [&](int k) -> u32 {
-    if (k < kWords - 1) return static_cast<u32>(w[k]);
-    if (k == kWords - 1) return static_cast<u32>(static_cast<u64>(top));
-    return static_cast<u32>(static_cast<u64>(top) >> 32);
-  };
-  // Magnitude digits: for a negative value, -x = ~x + 1: digits below the lowest nonzero digit j
-  // stay 0, digit j becomes 2^32 - x_j, the digits above become ~x_k.
-  int j = 0;
-  if (negative)
-    while (raw(j) == 0) ++j;  // terminates: the top digit of a negative value is nonzero
-  auto mag = [&](int k) -> u32 {
-    if (!negative) return raw(k);
-    if (k < j) return 0u;
-    if (k == j) return 0u - raw(k);
-    return ~raw(k);
-  };
-  int h = kWords;
-  while (h >= 0 && mag(h) == 0) --h;
-  if (h < 0) return F::from_bits(B(0));  // exact zero -> +0.0
+// The rounded value from its leading digits.
+template <class R>
+TALLY_HD R round_digits(const lead_digits& g, unsigned flags) {
+  using F = detail::format<R>;
+  using B = typename F::bits;
+  using detail::u64;
+  constexpr int kBits = static_cast<int>(sizeof(B) * 8);
+  constexpr B kSign = B(1) << (kBits - 1);
+  constexpr B kInf = B((F::emax - F::emin + 2)) << (F::p - 1);
+  R special;
+  if (special_result<R>(flags, special)) return special;
+  if (g.h < 0) return F::from_bits(B(0));  // exact zero -> +0.0
 
   // The 64 bits from the leading one down, and a sticky bit for everything below them.
-  const u32 d2 = mag(h), d1 = h >= 1 ? mag(h - 1) : 0u, d0 = h >= 2 ? mag(h - 2) : 0u;
-  const int lz = detail::clz32(d2);
-  u64 hi64 = ((static_cast<u64>(d2) << 32) | d1) << lz;
-  if (lz > 0) hi64 |= static_cast<u64>(d0) >> (32 - lz);
-  bool sticky = (static_cast<u64>(d0) & ((1ull << (32 - lz)) - 1)) != 0;
-  for (int k = h - 3; k >= 0 && !sticky; --k) sticky = mag(k) != 0;
-  const int lead = kLowExp + 32 * h + 31 - lz;  // exponent of the leading one
+  const int lz = detail::clz32(g.d2);
+  u64 hi64 = ((static_cast<u64>(g.d2) << 32) | g.d1) << lz;
+  if (lz > 0) hi64 |= static_cast<u64>(g.d0) >> (32 - lz);
+  const bool sticky = (static_cast<u64>(g.d0) & ((1ull << (32 - lz)) - 1)) != 0 || g.below;
+  const int lead = kLowExp + 32 * g.h + 31 - lz;  // exponent of the leading one
 
-  const B sign = negative ? kSign : B(0);
+  const B sign = g.negative ? kSign : B(0);
   if (lead > F::emax) return F::from_bits(sign | kInf);
   constexpr int qmin = F::emin - F::p + 1;  // quantum (last-bit exponent) of subnormals
   const int q = lead - F::p + 1 > qmin ? lead - F::p + 1 : qmin;
@@ -303,6 +348,45 @@ TALLY_HD R round_to(const long long* w, unsigned flags) {
   // mant == 2^p (the exponent steps up), and yields exactly the infinity pattern on overflow.
   const B bits = static_cast<B>((static_cast<u64>(q - qmin) << (F::p - 1)) + mant);
   return F::from_bits(sign | bits);
+}
+
+// The exactly rounded value of a normalised accumulator (serial).
+template <class R>
+TALLY_HD R round_to(const long long* w, unsigned flags) {
+  R special;
+  if (special_result<R>(flags, special)) return special;
+  return round_digits<R>(leading_digits(w), flags);
+}
+
+// The exactly rounded value of a0 + a1 (two finite doubles whose exact sum is the whole value:
+// nothing was flushed to an accumulator), the same bits as round_to of an accumulator holding
+// a0 + a1. A double result is one IEEE addition (correctly rounded by definition). A float
+// result rounds a0 + a1 to double with round-to-odd (RN, then one step toward the exact value
+// when the rounding was inexact and landed on an even significand), then to float: with 53 >=
+// 24 + 2 bits, rounding an odd-rounded value again gives the correctly rounded result, ties,
+// subnormals and the overflow threshold included (Boldo and Melquiond, "When double rounding is
+// odd"). An exact zero is +0.0 (a0 and a1 are never -0.0 in an fpe2: they start at +0.0 and RN
+// sums of opposite values are +0.0).
+template <class R>
+TALLY_HD R round_pair(double a0, double a1, unsigned flags) {
+  R special;
+  if (special_result<R>(flags, special)) return special;
+  double e;
+  const double s = detail::two_sum(a0, a1, e);
+  if constexpr (sizeof(R) == 8) {
+    return s;
+  } else {
+    double odd = s;
+    detail::u64 b = detail::bits_of(s);
+    if (e != 0.0 && (b & 1) == 0) {
+      // s != 0 here (a nonzero exact sum of doubles is at least 2^-1074 in magnitude). Step the
+      // magnitude up when e has s's sign, down otherwise; both stay finite (|s| <= 2^1001).
+      const bool same_sign = (e > 0.0) == (s > 0.0);
+      b = same_sign ? b + 1 : b - 1;
+      odd = detail::double_from_bits(b);
+    }
+    return static_cast<float>(odd);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -373,6 +457,23 @@ template <class Flush>
 TALLY_HD inline void fpe_merge(fpe2& f, const fpe2& g, unsigned& flags, Flush&& flush) {
   fpe_add(f, g.a0, flags, flush);
   fpe_add(f, g.a1, flags, flush);
+}
+
+// fpe_merge with a fast path for the usual case of f32/f16/bf16 data (and of sparse f64 data):
+// g's low term is zero and f.a0 + g.a0 is exact and below the limit, so the merge is one add and
+// the exactness test of fpe_add_narrow. Otherwise the general merge.
+template <class Flush>
+TALLY_HD inline void fpe_merge_fast(fpe2& f, const fpe2& g, unsigned& flags, Flush&& flush) {
+  if (g.a1 == 0.0) {
+    const double s = detail::add_rn(f.a0, g.a0);
+    if (detail::abs_d(s) < kFpeLimit && detail::sub_rn(s, f.a0) == g.a0 && detail::sub_rn(s, g.a0) == f.a0) {
+      f.a0 = s;
+      return;
+    }
+    fpe_add(f, g.a0, flags, flush);
+    return;
+  }
+  fpe_merge(f, g, flags, flush);
 }
 
 // Flushes both terms into the accumulator and clears the expansion (end of a thread's work).

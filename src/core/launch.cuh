@@ -9,34 +9,89 @@
 #include <type_traits>
 
 #include "context.hpp"
+#include "policy.hpp"
 #include "device.cuh"
 #include "device_exact.cuh"
 #include "tuning.hpp"
 
 namespace tally::core {
 
-// Blocks of kernel K that fit on one SM, read once per device (cache: one per kernel).
-template <class K>
-int blocks_per_sm(std::atomic<int> (&cache)[64], K kernel, int block, const device_context& dev) {
-  int v = cache[dev.ordinal].load(std::memory_order_relaxed);
-  if (v > 0) return v;
-  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, kernel, block, 0),
-             "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-  v = std::max(v, 1);
-  cache[dev.ordinal].store(v, std::memory_order_relaxed);
-  return v;
+// The shape family of op Op (tuning.hpp).
+template <class Op>
+inline constexpr family family_v = binary_v<Op> ? family::binary
+                                   : (custom_fold_v<Op> || indexed_v<Op>) ? family::folding
+                                                                          : family::plain;
+
+template <class T, class Op, depth D>
+using tuning_of = tuning<sizeof(T), family_v<Op>, D>;
+
+// __launch_bounds__ minimum blocks per SM: the larger of the shape's and the op's own.
+template <class T, class Op, depth D>
+constexpr int min_blocks_of() {
+  return min_blocks_v<Op> > tuning_of<T, Op, D>::min_blocks ? min_blocks_v<Op> : tuning_of<T, Op, D>::min_blocks;
 }
 
-// The kernel shape for op Op on element type T (two-input ops and ops with their own fold have
-// their own).
-template <class T, class Op>
-using tuning_for = std::conditional_t<binary_v<Op>, tuning<sizeof(T), true>,
-                                      std::conditional_t<custom_fold_v<Op> || indexed_v<Op>,
-                                                         tuning_folding<sizeof(T)>, tuning<sizeof(T)>>>;
-// __launch_bounds__ minimum blocks per SM: the larger of the tuning's and the op's own.
-template <class T, class Op>
-constexpr int min_blocks_for() {
-  return min_blocks_v<Op> > tuning_for<T, Op>::min_blocks ? min_blocks_v<Op> : tuning_for<T, Op>::min_blocks;
+// The reduce kernel of (T, Op) in shape D.
+template <class T, class Op, depth D>
+constexpr auto reduce_kernel_of() {
+  using Tu = tuning_of<T, Op, D>;
+  static_assert(Tu::block >= kMinBlockThreads, "capture workspaces are sized for blocks this large");
+  return reduce_kernel<T, Op, Tu::block, Tu::unroll, Tu::hint, Tu::split, min_blocks_of<T, Op, D>(), Tu::accs>;
+}
+// The exact kernel of (T, F) in shape D.
+template <class T, exact_form F, depth D>
+constexpr auto exact_kernel_of() {
+  using Tu = tuning<sizeof(T), family::exact, D>;
+  static_assert(Tu::block >= kMinBlockThreads, "capture workspaces are sized for blocks this large");
+  return exact_kernel<T, op_exact<T, F, Tu::accs>, Tu::block, Tu::unroll, Tu::hint, Tu::min_blocks>;
+}
+
+// Blocks of kernel K of shape s that fit on one SM.
+template <class K>
+int occupancy_of(K kernel, const shape& s) {
+  int v = 0;
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, kernel, s.block, 0),
+             "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  return v > 0 ? v : 1;
+}
+
+// What a launcher uses on one device: the shape's depth and its resident blocks per SM, chosen
+// once per device (and again when force_depth changes).
+struct launch_choice {
+  depth d = depth::base;
+  int per_sm = 1;
+};
+template <class KB, class KD>
+launch_choice choose_shape(std::atomic<int> (&cache)[64], KB base_kernel, KD deep_kernel, family f, int elem_bytes,
+                           bool binary, int max_per_sm, const launch_ctx& c) {
+  // Cached as per_sm (8 bits) | depth (bit 8) | (forced + 2) << 9; 0 = not chosen yet.
+  const int forced = forced_depth() + 2;
+  const int v = cache[c.dev->ordinal].load(std::memory_order_relaxed);
+  if (v != 0 && (v >> 9) == forced && !c.describe) return {static_cast<depth>((v >> 8) & 1), v & 0xff};
+  const shape sb = compiled_shape(elem_bytes, f, depth::base), sd = compiled_shape(elem_bytes, f, depth::deep);
+  int pb = occupancy_of(base_kernel, sb), pd = occupancy_of(deep_kernel, sd);
+  if (max_per_sm > 0) pb = std::min(pb, max_per_sm), pd = std::min(pd, max_per_sm);
+  const device_policy& pol = policy_for(*c.dev);
+  const double ib = inflight_bytes(sb, pb, binary), id = inflight_bytes(sd, pd, binary);
+  const depth d = choose_depth(pol, f, ib, id);
+  if (c.describe) {
+    family_choice& fc = *c.describe;
+    fc.family = to_string(f);
+    fc.base = sb;
+    fc.deep = sd;
+    fc.base_per_sm = pb;
+    fc.deep_per_sm = pd;
+    cudaFuncAttributes ab{}, ad{};
+    check_cuda(cudaFuncGetAttributes(&ab, base_kernel), "cudaFuncGetAttributes");
+    check_cuda(cudaFuncGetAttributes(&ad, deep_kernel), "cudaFuncGetAttributes");
+    fc.base_regs = ab.numRegs;
+    fc.deep_regs = ad.numRegs;
+    fc.chosen = d;
+    fc.why = why_depth(pol, f, ib, id);
+  }
+  const int per_sm = std::min(d == depth::deep ? pd : pb, 255);
+  cache[c.dev->ordinal].store(per_sm | (static_cast<int>(d) << 8) | (forced << 9), std::memory_order_relaxed);
+  return {d, per_sm};
 }
 
 // Launches kernel(args) with programmatic dependent launch allowed.
@@ -54,58 +109,61 @@ cudaError_t launch_pdl(Kernel kernel, const Args& args, unsigned int blocks, int
   return cudaLaunchKernelEx(&cfg, kernel, args);
 }
 
-template <class T, class Op>
-cudaError_t launch_reduce_kernel(const T* d_in, std::uint64_t n, typename Op::out_type* d_out,
-                                 const launch_ctx& c, unsigned int blocks) {
-  using Tu = tuning_for<T, Op>;
-  static_assert(sizeof(typename Op::acc_type) <= kMaxAccBytes);
-  static_assert(Tu::block >= kMinBlockThreads, "capture workspaces are sized for blocks this large");
-  reduce_args<T, Op> args{d_in, n, d_out, static_cast<typename Op::acc_type*>(c.ws->d_partials),
-                          c.ws->d_counter, static_cast<const T*>(c.d_in2)};
-  return launch_pdl(reduce_kernel<T, Op, Tu::block, Tu::unroll, Tu::hint, Tu::split, min_blocks_for<T, Op>()>,
-                    args, blocks, Tu::block, c.stream);
+// The grid of a launch of shape s at n elements (binary ops: n per input), recorded.
+inline unsigned int plan_grid(const shape& s, int elem_bytes, std::uint64_t n, bool binary, bool heavy, depth d,
+                              int per_sm, const launch_ctx& c) {
+  const device_policy& pol = policy_for(*c.dev);
+  const unsigned int blocks = grid_for(s, elem_bytes, n, binary, heavy, c.dev->sm_count, per_sm,
+                                       c.ws ? c.ws->max_blocks : kMaxBlocks, pol.grid);
+  record_launch({static_cast<unsigned>(elem_bytes), n, blocks, static_cast<unsigned>(s.block),
+                 static_cast<unsigned>(per_sm * c.dev->sm_count), static_cast<unsigned>(s.unroll),
+                 d == depth::deep});
+  return blocks;
 }
 
-// The grid for n elements (binary ops read two inputs: sized as 2n elements).
-template <class T, class Tu, class K>
-unsigned int plan_grid(std::atomic<int> (&occupancy)[64], K kernel, std::uint64_t n, bool binary,
-                       const launch_ctx& c, int max_per_sm = 0) {
-  constexpr int block = Tu::block;
-  int per_sm = blocks_per_sm(occupancy, kernel, block, *c.dev);
-  if (max_per_sm > 0 && per_sm > max_per_sm) per_sm = max_per_sm;
-  const std::uint64_t n_eff = binary ? 2 * n : n;
-  const unsigned int blocks = grid_for<sizeof(T), Tu>(n_eff, c.dev->sm_count, per_sm,
-                                                      c.ws ? c.ws->max_blocks : kMaxBlocks, binary);
-  record_launch({static_cast<unsigned>(sizeof(T)), n, blocks, static_cast<unsigned>(block),
-                 static_cast<unsigned>(per_sm * c.dev->sm_count)});
-  return blocks;
+template <class T, class Op, depth D>
+void launch_reduce(const void* d_in, std::uint64_t n, void* d_out, const launch_ctx& c, int per_sm) {
+  using Tu = tuning_of<T, Op, D>;
+  static_assert(sizeof(typename Op::acc_type) <= kMaxAccBytes);
+  const unsigned int blocks = plan_grid(Tu::s, sizeof(T), n, binary_v<Op>, heavy_v<Op>, D, per_sm, c);
+  if (c.dry_run) return;
+  reduce_args<T, Op> args{static_cast<const T*>(d_in), n, static_cast<typename Op::out_type*>(d_out),
+                          static_cast<typename Op::acc_type*>(c.ws->d_partials), c.ws->d_counter,
+                          static_cast<const T*>(c.d_in2)};
+  check_cuda(launch_pdl(reduce_kernel_of<T, Op, D>(), args, blocks, Tu::block, c.stream),
+             "launching the reduce kernel (cudaLaunchKernelEx)");
 }
 
 template <class T, class Op>
 void launch(const void* d_in, std::uint64_t n, void* d_out, const launch_ctx& c) {
-  using Tu = tuning_for<T, Op>;
-  static std::atomic<int> occupancy[64] = {};
-  const unsigned int blocks =
-      plan_grid<T, Tu>(occupancy, reduce_kernel<T, Op, Tu::block, Tu::unroll, Tu::hint, Tu::split, min_blocks_for<T, Op>()>,
-                       n, binary_v<Op>, c, max_per_sm_v<Op>);
+  static std::atomic<int> chosen[64] = {};
+  const launch_choice ch = choose_shape(chosen, reduce_kernel_of<T, Op, depth::base>(),
+                                        reduce_kernel_of<T, Op, depth::deep>(), family_v<Op>, sizeof(T),
+                                        binary_v<Op>, max_per_sm_v<Op>, c);
+  if (ch.d == depth::deep) launch_reduce<T, Op, depth::deep>(d_in, n, d_out, c, ch.per_sm);
+  else launch_reduce<T, Op, depth::base>(d_in, n, d_out, c, ch.per_sm);
+}
+
+template <class T, exact_form F, depth D>
+void launch_exact_shape(const void* d_in, std::uint64_t n, void* d_out, const launch_ctx& c, int per_sm) {
+  using Tu = tuning<sizeof(T), family::exact, D>;
+  static_assert(sizeof(exact_acc) <= kMaxAccBytes);
+  const unsigned int blocks = plan_grid(Tu::s, sizeof(T), n, F == exact_form::dot, true, D, per_sm, c);
   if (c.dry_run) return;
-  check_cuda(launch_reduce_kernel<T, Op>(static_cast<const T*>(d_in), n,
-                                         static_cast<typename Op::out_type*>(d_out), c, blocks),
-             "launching the reduce kernel (cudaLaunchKernelEx)");
+  exact_args<T> args{static_cast<const T*>(d_in), static_cast<const T*>(c.d_in2), n, d_out,
+                     static_cast<exact_acc*>(c.ws->d_partials), c.ws->d_counter, c.ws->d_exact,
+                     c.ws->d_exact_used};
+  check_cuda(launch_pdl(exact_kernel_of<T, F, D>(), args, blocks, Tu::block, c.stream),
+             "launching the exact reduce kernel (cudaLaunchKernelEx)");
 }
 
 template <class T, exact_form F>
 void launch_exact(const void* d_in, std::uint64_t n, void* d_out, const launch_ctx& c) {
-  using Tu = tuning_folding<sizeof(T)>;
-  static_assert(sizeof(exact_partial) <= kMaxAccBytes);
-  auto kernel = exact_kernel<T, F, Tu::block, Tu::unroll, Tu::hint>;
-  static std::atomic<int> occupancy[64] = {};
-  const unsigned int blocks = plan_grid<T, Tu>(occupancy, kernel, n, F == exact_form::dot, c);
-  if (c.dry_run) return;
-  exact_args<T> args{static_cast<const T*>(d_in), static_cast<const T*>(c.d_in2), n, d_out,
-                     static_cast<exact_partial*>(c.ws->d_partials), c.ws->d_counter, c.ws->d_exact};
-  check_cuda(launch_pdl(kernel, args, blocks, Tu::block, c.stream),
-             "launching the exact reduce kernel (cudaLaunchKernelEx)");
+  static std::atomic<int> chosen[64] = {};
+  const launch_choice ch = choose_shape(chosen, exact_kernel_of<T, F, depth::base>(), exact_kernel_of<T, F, depth::deep>(),
+                                        family::exact, sizeof(T), F == exact_form::dot, 0, c);
+  if (ch.d == depth::deep) launch_exact_shape<T, F, depth::deep>(d_in, n, d_out, c, ch.per_sm);
+  else launch_exact_shape<T, F, depth::base>(d_in, n, d_out, c, ch.per_sm);
 }
 
 // argmin/argmax: the packed form while every index fits in 32 bits, the general one past that.

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "block.cuh"
 #include "half.hpp"
 
 namespace tally::core {
@@ -222,6 +223,10 @@ using op_any = op_logical<T, false>;
 // max_accs:    at most this many accumulators per thread (register pressure).
 // reads_input: finalize(acc, d_in) (argmin/argmax re-read the winning element).
 // min_blocks:  __launch_bounds__ minimum resident blocks (caps the registers).
+// round_fold:  fold_round<U, A>(acc, v, at) folds a whole round of U loaded vectors (the exact
+//              sum: one exactness test per round).
+// heavy:       the fold costs more than the load (statistics, compensated and exact sums): the
+//              grid spreads such ops over more blocks at middle sizes (tuning.hpp, grid_for).
 // max_per_sm:  launch at most this many blocks per SM (0: as many as fit).
 #define TALLY_OP_TRAIT(name, type, fallback)                                       \
   template <class Op, class = void>                                               \
@@ -236,6 +241,8 @@ TALLY_OP_TRAIT(max_accs, int, 8)
 TALLY_OP_TRAIT(reads_input, bool, false)
 TALLY_OP_TRAIT(min_blocks, int, 1)
 TALLY_OP_TRAIT(max_per_sm, int, 0)
+TALLY_OP_TRAIT(heavy, bool, false)
+TALLY_OP_TRAIT(round_fold, bool, false)
 #undef TALLY_OP_TRAIT
 
 template <class Op, class A, class T>
@@ -490,7 +497,7 @@ template <class T>
 struct op_sum_comp {
   using N = num_t<T>;
   static_assert(std::is_floating_point_v<N>);
-  static constexpr bool custom_fold = true;
+  static constexpr bool custom_fold = true, heavy = true;
   using acc_type = comp_acc<N>;
   using out_type = N;
   static __host__ __device__ acc_type identity() { return {N(0), N(0)}; }
@@ -694,95 +701,171 @@ struct op_norm2_f64 {
 };
 
 // ---- fused statistics -----------------------------------------------------------------------
-// Each accumulator keeps shifted sums (s1 = sum(x - shift), s2 = sum((x - shift)^2), shift = its
-// first element) in f64; combines use Chan's pairwise update. min/max run NaN-blind in the loop
-// (fmin/fmax) and a NaN flag restores propagation at the end.
+// Each accumulator keeps shifted sums in f64: s1 = sum(x - c), s2 = sum((x - c)^2) about its own
+// centre c (a thread's first element), with the plain sum, the count and min/max beside them.
+// Merging two accumulators re-centres both on one new centre near their joint mean; the algebra
+// of the re-centring is exact (s1 + n d, s2 + d (2 s1 + n d) with d the shift), so the centre
+// need only be near the mean, and it is found with approximate reciprocals (rcp.approx.f64)
+// instead of IEEE divisions: a merge is a dozen additions and multiplications, which keeps the
+// warp and block trees short (the divisions of Chan's update were most of the small-size cost).
+// Once centred near its mean, an accumulator's further merges add non-negative terms (m2 stays
+// well conditioned, as in Chan's method). m2 = s2 - s1^2 / n at the end.
+//
+// min/max run in the input's own precision: f32, f16 and bf16 with min.NaN/max.NaN (NaN
+// propagates by itself, so no NaN flag), f64 NaN-blind with a NaN flag (no one-instruction
+// NaN-propagating f64 min exists), integers in f64 (as the results are f64).
+template <class M, bool Flag>
 struct stats_acc {
-  double n, shift, s1, s2, sum, mn, mx, nan;
+  double n, c, s1, s2, sum;
+  M mn, mx;
+  static constexpr bool has_flag = false;
+};
+template <>
+struct stats_acc<double, true> {
+  double n, c, s1, s2, sum, mn, mx, nan;
+  static constexpr bool has_flag = true;
 };
 struct stats_out {  // layout of tally::stats
   std::uint64_t count;
   double sum, min, max, mean, m2;
 };
+// An approximation of 1/x (about 20 correct bits) for centring: never used for a result.
+__device__ __forceinline__ double rcp_approx(double x) {
+  double r;
+  asm("rcp.approx.ftz.f64 %0, %1;" : "=d"(r) : "d"(x));
+  return r;
+}
 template <class T, bool Ignore>
 struct op_stats {
   static constexpr bool custom_fold = true, is_fp = is_float_v<T>;
+  static constexpr bool narrow = std::is_same_v<num_t<T>, float>;  // f32, f16, bf16
+  // NaN handling: narrow floats by min.NaN, f64 under propagation by a flag, ignore by skipping.
+  static constexpr bool flag = std::is_same_v<num_t<T>, double> && !Ignore;
+  using M = std::conditional_t<narrow, float, double>;
   static constexpr int max_accs = 2;
-  using acc_type = stats_acc;
+  static constexpr bool custom_block = true, heavy = true;
+  using acc_type = stats_acc<M, flag>;
   using out_type = stats_out;
   static __host__ __device__ acc_type identity() {
-    return {0, 0, 0, 0, 0, __builtin_huge_val(), -__builtin_huge_val(), 0};
+    acc_type a{};
+    a.n = a.c = a.s1 = a.s2 = a.sum = 0;
+    a.mn = M(__builtin_huge_val());
+    a.mx = M(-__builtin_huge_val());
+    if constexpr (flag) a.nan = 0;
+    return a;
   }
-  static __device__ __forceinline__ void add(acc_type& a, double x) {
+  static __device__ __forceinline__ M extreme(M a, M b, bool max) {
+    if constexpr (narrow) return max ? pick_extreme<float, true, Ignore>(a, b) : pick_extreme<float, false, Ignore>(a, b);
+    else return max ? fmax(a, b) : fmin(a, b);  // NaN-blind; the flag (f64) restores propagation
+  }
+  // Adds one element (its value m in the input's precision, x widened to f64).
+  static __device__ __forceinline__ void add(acc_type& a, M m, double x) {
     if constexpr (is_fp && Ignore) {
       const bool ok = x == x;
-      if (a.n == 0 && ok) a.shift = x;  // the first number this accumulator counts
-      const double d = ok ? x - a.shift : 0.0;
+      if (a.n == 0 && ok) a.c = x;  // the first number this accumulator counts
+      const double d = ok ? x - a.c : 0.0;
       a.s1 += d;
       a.s2 = fma_rn(d, d, a.s2);
       a.sum += ok ? x : 0.0;
       a.n += ok ? 1.0 : 0.0;
     } else {
-      const double d = x - a.shift;
+      const double d = x - a.c;
       a.s1 += d;
       a.s2 = fma_rn(d, d, a.s2);
       a.sum += x;
-      if constexpr (is_fp) a.nan = (x != x) ? 1.0 : a.nan;
+      if constexpr (flag) a.nan = (x != x) ? 1.0 : a.nan;
     }
-    a.mn = fmin(a.mn, x);
-    a.mx = fmax(a.mx, x);
+    a.mn = extreme(a.mn, m, false);
+    a.mx = extreme(a.mx, m, true);
+  }
+  static __device__ __forceinline__ M value_of(T x) {
+    if constexpr (narrow) return as_num(x);
+    else return static_cast<double>(as_num(x));
   }
   static __device__ acc_type transform(T x) {
     acc_type a = identity();
     const double v = static_cast<double>(as_num(x));
-    a.shift = (v == v) ? v : 0.0;
-    add(a, v);
+    a.c = (v == v) ? v : 0.0;
+    add(a, value_of(x), v);
     if constexpr (!(is_fp && Ignore)) a.n = 1;
     return a;
   }
   template <int VN>
   static __device__ __forceinline__ acc_type fold(acc_type a, const T (&e)[VN], std::uint64_t) {
     if constexpr (!(is_fp && Ignore)) {
-      if (a.n == 0) a.shift = static_cast<double>(as_num(e[0]));
+      if (a.n == 0) a.c = static_cast<double>(as_num(e[0]));
     }
 #pragma unroll
-    for (int k = 0; k < VN; ++k) add(a, static_cast<double>(as_num(e[k])));
+    for (int k = 0; k < VN; ++k) add(a, value_of(e[k]), static_cast<double>(as_num(e[k])));
     if constexpr (!(is_fp && Ignore)) a.n += VN;
     return a;
   }
   static __device__ acc_type combine(acc_type a, acc_type b) {
-    if (a.n == 0) {
-      b.nan = a.nan > b.nan ? a.nan : b.nan;
-      return b;
-    }
-    if (b.n == 0) {
-      a.nan = a.nan > b.nan ? a.nan : b.nan;
-      return a;
+    if (a.n == 0 || b.n == 0) {
+      acc_type r = a.n == 0 ? b : a;
+      if constexpr (flag) r.nan = a.nan > b.nan ? a.nan : b.nan;
+      return r;
     }
     const double n = a.n + b.n;
-    // A combined accumulator holds (shift = mean, s1 = 0, s2 = m2): the tree's later levels skip
-    // the divisions (each costs as much as the rest of the merge).
-    double ma = a.shift, mb = b.shift, m2a = a.s2, m2b = b.s2;
-    if (a.s1 != 0) {
-      const double q = a.s1 / a.n;
-      ma += q;
-      m2a -= a.s1 * q;
-    }
-    if (b.s1 != 0) {
-      const double q = b.s1 / b.n;
-      mb += q;
-      m2b -= b.s1 * q;
-    }
-    const double delta = mb - ma;
+    // A centre near the joint mean (approximate: it only has to keep the sums well scaled).
+    const double ma = a.c + a.s1 * rcp_approx(a.n), mb = b.c + b.s1 * rcp_approx(b.n);
+    const double c = ma + (mb - ma) * (b.n * rcp_approx(n));
+    const double da = a.c - c, db = b.c - c;
     acc_type r;
     r.n = n;
-    r.shift = ma + delta * (b.n / n);
-    r.s1 = 0;
-    r.s2 = m2a + m2b + delta * delta * (a.n * (b.n / n));
+    r.c = c;
+    r.s1 = fma_rn(a.n, da, a.s1) + fma_rn(b.n, db, b.s1);
+    r.s2 = fma_rn(da, fma_rn(a.n, da, 2.0 * a.s1), a.s2) + fma_rn(db, fma_rn(b.n, db, 2.0 * b.s1), b.s2);
     r.sum = a.sum + b.sum;
-    r.mn = fmin(a.mn, b.mn);
-    r.mx = fmax(a.mx, b.mx);
-    r.nan = a.nan > b.nan ? a.nan : b.nan;
+    r.mn = extreme(a.mn, b.mn, false);
+    r.mx = extreme(a.mx, b.mx, true);
+    if constexpr (flag) r.nan = a.nan > b.nan ? a.nan : b.nan;
+    return r;
+  }
+  // A block's accumulators in two cheap trees instead of one of merges: (count, sum, min, max)
+  // first, which gives the block's mean mu; then each thread's sum of squared deviations about
+  // mu, s2 + d (2 s1 + n d) with d = c - mu (exact algebra; with c an element, d is of the order
+  // of the spread, so no cancellation beyond what the thread's own centre had), summed in a
+  // fixed order. Thread 0 gets the block's accumulator centred on mu.
+  struct head_op {
+    struct acc_type {
+      double n, sum;
+      M mn, mx, nan;
+    };
+    static __device__ acc_type identity() { return {0.0, 0.0, M(__builtin_huge_val()), M(-__builtin_huge_val()), M(0)}; }
+    static __device__ acc_type combine(acc_type a, acc_type b) {
+      return {a.n + b.n, a.sum + b.sum, extreme(a.mn, b.mn, false), extreme(a.mx, b.mx, true), a.nan > b.nan ? a.nan : b.nan};
+    }
+  };
+  struct m2_op {
+    using acc_type = double;
+    static __device__ double identity() { return 0.0; }
+    static __device__ double combine(double a, double b) { return add_rn(a, b); }
+  };
+  template <int BLOCK>
+  static __device__ __forceinline__ acc_type block_reduce(acc_type a) {
+    typename head_op::acc_type h{a.n, a.sum, a.mn, a.mx, M(0)};
+    if constexpr (flag) h.nan = a.nan;
+    h = block_reduce_generic<head_op, BLOCK, true>(h);
+    __shared__ double mu_shared;
+    if (threadIdx.x == 0) mu_shared = h.n > 0 ? h.sum / h.n : 0.0;
+    __syncthreads();
+    const double mu = mu_shared;
+    double m2 = 0.0;
+    if (a.n > 0) {
+      const double d = a.c - mu;
+      m2 = fma_rn(d, fma_rn(a.n, d, 2.0 * a.s1), a.s2);
+    }
+    m2 = block_reduce_generic<m2_op, BLOCK, true>(m2);
+    acc_type r = identity();
+    r.n = h.n;
+    r.c = mu;
+    r.s1 = 0.0;
+    r.s2 = m2;
+    r.sum = h.sum;
+    r.mn = h.mn;
+    r.mx = h.mx;
+    if constexpr (flag) r.nan = h.nan;
     return r;
   }
   static __device__ out_type finalize(acc_type a) {
@@ -795,9 +878,10 @@ struct op_stats {
       o.m2 = 0;
       return o;
     }
-    const bool nan = a.nan != 0;
-    o.min = nan ? qnan : a.mn;
-    o.max = nan ? qnan : a.mx;
+    bool nan = false;
+    if constexpr (flag) nan = a.nan != 0;
+    o.min = nan ? qnan : static_cast<double>(a.mn);
+    o.max = nan ? qnan : static_cast<double>(a.mx);
     o.mean = a.sum / a.n;
     const double m2 = a.s2 - a.s1 * (a.s1 / a.n);
     o.m2 = m2 < 0 ? 0.0 : m2;  // NaN stays NaN

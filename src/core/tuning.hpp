@@ -1,6 +1,8 @@
-// Tuning: plain data per element size, each constant with the measurement behind it, and the
-// grid rule that uses them. Host code (tests, the launcher) and device code share this file.
-// Re-measure with `tally bench tune` when the kernel changes.
+// Tuning as data: the kernel shapes compiled for each op family, each with the measurement
+// behind it, and the grid rule that uses them. Which compiled shape a launch uses, and the
+// thresholds of the grid rule, are chosen at run time from the device's properties by
+// policy.hpp. Host code (tests, the launcher, the benchmarks) and device code share this file.
+// Re-measure with `tally bench tune --measure` when a kernel changes (docs/tuning.md).
 #pragma once
 
 #include <algorithm>
@@ -14,106 +16,111 @@ enum class load_hint { ldg, stream };
 // by whole blocks (at any moment the grid reads one contiguous window).
 enum class layout { contiguous, strided };
 
-// Elements of 1, 2 and 4 bytes. Measured on an H100 (132 SMs, read ceiling 3079-3083 GB/s) with
-// `tally bench tune`, f32 and i32 sums, graph replay:
-//   - 512 threads x 4 loads of 16 bytes, grid-stride by whole blocks, 2 blocks/SM: 3099 GB/s for
-//     f32 and 3096 for i32 at 2^30 (contiguous ranges per block: 2998-3084; 256 x 8: 3098 only at
-//     3 blocks/SM and 2738 at 2; 1024 x 4: 3098; 512 x 8: 3099).
-//   - the L1::no_allocate + L2::256B hint and plain __ldg measured the same (3099 both); kept.
-//   - one block up to 2^14 f32 (1.17-1.63 us; two blocks at 2^14: 2.36 us).
-template <int ElemBytes, bool Binary = false>
-struct tuning {
-  static constexpr int block = 512;
-  static constexpr int unroll = 4;
-  static constexpr load_hint hint = load_hint::stream;
-  static constexpr layout split = layout::strided;
-  static constexpr int min_blocks = 1;  // __launch_bounds__ minimum blocks per SM
-  // One block (no partials, no atomics) while n <= this many rounds of block x unroll vectors.
-  static constexpr int single_block_rounds = 2;
-  // Above that, enough blocks for about this many vectors per thread (f32: 16 blocks at 2^16
-  // took 2.36 us, 64 at 2^18 2.48 us, 256 at 2^20 3.11 us; 1 or 8 blocks were slower).
-  static constexpr int vectors_per_thread = 2;
+// Ops that share a kernel shape: plain one-input ops (sum, min, max, bitwise, logical); ops with
+// a per-vector fold of their own (argmin/argmax, compensated sums, sum of squares, norms, stats,
+// integer means); two-input ops (dot); the exact sum and dot.
+enum class family : int { plain, folding, binary, exact };
+inline constexpr int kFamilies = 4;
+const char* to_string(family f);
+
+// Each family is compiled in two shapes: `base`, and `deep`, which keeps more bytes in flight
+// per SM for GPUs whose memory delivers more bytes per SM per microsecond (policy.hpp decides).
+enum class depth : int { base, deep };
+
+// A kernel shape: threads per block, 16-byte vectors loaded per thread per round (kept in
+// flight together), the __launch_bounds__ minimum of resident blocks (which caps registers), and
+// the most accumulators a thread keeps (the op's own cap may be lower).
+struct shape {
+  int block, unroll, min_blocks, accs;
 };
 
-// 2-byte elements (f16, bf16, i16, u16): 512 x 8 loads for the plain ops. Measured on an H100
-// with `tally bench numerics --tables half`, f16 and bf16 sums, graph time against CUB's
-// widening TransformReduce at 2^22 / 2^23 / 2^24 / 2^25 / 2^28: 512 x 8 4.0 / 5.1 / 7.9 / 24.5 /
-// 174.5 us (CUB 5.0 / 6.7 / 9.4 / 26.1 / 180.0); 512 x 4 3.7-3.8 / 4.9 / 9.8-10.3 / 24.8 /
-// 174.3 (2^24, 32 MiB in L2, was 0.92-0.96 of CUB); 1024 x 4 8.7-9.4 at 2^24; 512 x 4 or
-// 256 x 8 at the full grid 9.0-10.8 at 2^24.
-template <>
-struct tuning<2, false> : tuning<1, false> {  // the 1- and 4-byte shape, with eight loads per round
-  static constexpr int unroll = 8;
-};
-
-// 8-byte elements: 512 x 8 loads, one block per SM (the occupancy limit), grid-stride: 3100
-// GB/s for f64 at 2^29 (512 x 4 at 2 blocks/SM: 3098; contiguous ranges: 3037-3041).
-template <>
-struct tuning<8, false> {
-  static constexpr int block = 512;
-  static constexpr int unroll = 8;
-  static constexpr load_hint hint = load_hint::stream;
-  static constexpr layout split = layout::strided;
-  static constexpr int min_blocks = 1;
-  static constexpr int single_block_rounds = 2;  // one block up to 2^14 f64
-  static constexpr int vectors_per_thread = 2;
-};
-
-// Inputs up to this size run with at most one block per SM. Inputs that sit in L2 ran up to 40%
-// slower with 2 blocks per SM than with 1 (f64 2^22: 10.4 us against 7.2-8.4 us; i32 2^22: 6.4
-// against 4.8), and a partly filled SM (2 blocks where 3 fit) spreads blocks unevenly; from
-// 256 MiB up, a full SM reads faster (f32 at 2 blocks/SM 3099 GB/s, at 1 block 3052).
-inline constexpr std::uint64_t kFullGridMinBytes = std::uint64_t(96) << 20;
-
-// Two-input ops (dot): the one-input shape unless measured otherwise. Measured on an H100 with
-// `tally bench numerics --tables dot`, graph time against cuBLAS at 2^20 / 2^22:
-//   - f32: 1024 x 4, one block per SM: 3.92 / 9.57 us (cuBLAS 6.3 / 9.9); 512 x 4 at two blocks
-//     per SM 3.87 / 10.07; 512 x 8 4.2 / 9.7; 512 x 2 4.2 / 11.6; 256 x 8 4.4 / 11.1. 2^22
-//     (two 16 MiB inputs, in L2) is the size that decides. Adopted, in the full run: 3.97 / 8.91
-//     us, and 46.5 at 2^24 (cuBLAS 6.1 / 9.8 / 48.6).
-//   - f64: 512 x 2: 5.1 / 24.5 us, 86.8 at 2^24 (cuBLAS 7.8 / 27.3 / 91.0); 512 x 8 6.4 / 25.2 /
-//     88.0.
-template <int ElemBytes>
-struct tuning<ElemBytes, true> : tuning<ElemBytes, false> {};
-template <>
-struct tuning<4, true> : tuning<4, false> {
-  static constexpr int block = 1024;
-};
-template <>
-struct tuning<8, true> : tuning<8, false> {
-  static constexpr int unroll = 2;
-};
-
-// Ops with a fold of their own (argmin/argmax, compensated sums, stats, sum of squares) and the
-// exact sum keep 512 x 4 on 2-byte elements: eight loads in flight take them from 40-90
-// registers to 78-128 (one block per SM; stats past its register budget).
-template <int ElemBytes>
-struct tuning_folding : tuning<ElemBytes> {};
-template <>
-struct tuning_folding<2> : tuning<2> {
-  static constexpr int unroll = 4;
-};
-
-// Elements one block consumes in one round of loads.
-template <int ElemBytes, class Tu = tuning<ElemBytes>>
-constexpr std::uint64_t round_elements() {
-  return std::uint64_t(Tu::block) * Tu::unroll * (16 / ElemBytes);
+// The compiled shapes. Figures: `tally bench tune --measure`, graph replay, on an H100 80GB HBM3
+// (132 SMs, read ceiling 3079-3091 GB/s) and an H200 (132 SMs, 4490-4530 GB/s); the full tables
+// are docs/data/tune-h100.md and docs/data/tune-h200.md.
+constexpr shape compiled_shape(int elem_bytes, family f, depth d) {
+  const bool deep = d == depth::deep;
+  switch (f) {
+    case family::plain:
+      // 4- and 1-byte elements: 512 x 4 at 2 blocks/SM (64 KiB in flight per SM) read 3099 GB/s
+      // for f32 at 2^30 on the H100 and 4540 GB/s on the H200 (101% of each ceiling); 512 x 8 at
+      // 2/SM (128 KiB) the same on both, so deep is for GPUs that need more in flight.
+      // 2-byte: 512 x 8 (f16 sum at 2^24, in L2: 7.9 us, 512 x 4 9.8-10.3, CUB 9.4; H100).
+      // 8-byte: 512 x 8, one block per SM (its registers): f64 at 2^29 3100 GB/s (H100), 4550 (H200).
+      if (elem_bytes == 8) return deep ? shape{512, 8, 2, 2} : shape{512, 8, 1, 8};
+      if (elem_bytes == 2) return deep ? shape{512, 8, 2, 8} : shape{512, 8, 1, 8};
+      return deep ? shape{512, 8, 2, 8} : shape{512, 4, 1, 8};
+    case family::folding:
+      // Ops with a fold of their own keep 512 x 4 on narrow elements: argmax f32 (40 registers,
+      // 3 blocks/SM, 96 KiB in flight) and the f32 compensated sum (56, 2 blocks/SM) read at
+      // 99.7-100.5% of the fast sum on both GPUs. The statistics need 76 registers at 512 x 4:
+      // one block per SM, 32 KiB in flight, below the rule's need on either GPU, so they take
+      // deep, 512 x 8 at one block per SM (64 KiB): stats f32 at 2^28 99.2% of the fast sum on
+      // the H100 and 97.7% on the H200 (512 x 4: 97.3% / 92%).
+      if (elem_bytes == 8) return deep ? shape{512, 4, 2, 2} : shape{512, 8, 1, 8};
+      return deep ? shape{512, 8, 1, 8} : shape{512, 4, 1, 8};
+    case family::binary:
+      // dot f32: 1024 x 4 at one block per SM, 3.92 / 9.57 us at 2^20 / 2^22 (cuBLAS 6.3 / 9.9;
+      // 512 x 4 at 2/SM 3.87 / 10.07; 512 x 8 4.2 / 9.7; H100). dot f64: 512 x 2, 5.1 / 24.5 us
+      // (cuBLAS 7.8 / 27.3; 512 x 8 6.4 / 25.2). With ld.global.nc both read at 101% of the
+      // ceiling on the H200 at 2^28 (cuBLAS 98%).
+      if (elem_bytes == 8) return deep ? shape{512, 4, 2, 8} : shape{512, 2, 1, 8};
+      if (elem_bytes == 2) return deep ? shape{512, 8, 2, 8} : shape{512, 8, 1, 8};
+      return deep ? shape{512, 8, 2, 8} : shape{1024, 4, 1, 8};
+    case family::exact:
+      // Two expansions per thread; f32 512 x 4 fits two blocks per SM (62 registers, 64 KiB).
+      // f64: 512 x 4 at two blocks per SM beat 512 x 8 at one (2^28: 97.8% / 96.0% of the fast
+      // sum on the H100 / H200, against 96.4% / 94.5%).
+      if (elem_bytes == 8) return deep ? shape{512, 8, 2, 1} : shape{512, 4, 2, 2};
+      return deep ? shape{512, 8, 1, 2} : shape{512, 4, 1, 2};
+  }
+  return {512, 4, 1, 8};
 }
 
-// Two-input ops (dot) read L2-resident inputs faster with the full resident grid: f32 dot at
-// 2^22 (32 MiB) took 12.1 us with one block per SM, where cuBLAS took 9.7.
-inline constexpr std::uint64_t kFullGridMinBytesBinary = std::uint64_t(8) << 20;
+// The compiled shape as compile-time constants for the kernel templates.
+template <int ElemBytes, family F, depth D>
+struct tuning {
+  static constexpr shape s = compiled_shape(ElemBytes, F, D);
+  static constexpr int block = s.block, unroll = s.unroll, min_blocks = s.min_blocks, accs = s.accs;
 
-// Blocks to launch for n elements (binary ops: n counts both inputs) on `sms` SMs fitting
-// `per_sm` blocks each.
-template <int ElemBytes, class Tu = tuning<ElemBytes>>
-unsigned int grid_for(std::uint64_t n, std::uint64_t sms, std::uint64_t per_sm, std::uint64_t max_blocks,
-                      bool binary = false) {
-  if (n <= round_elements<ElemBytes, Tu>() * Tu::single_block_rounds) return 1;
-  const std::uint64_t per_block = std::uint64_t(Tu::block) * Tu::vectors_per_thread * (16 / ElemBytes);
-  const std::uint64_t want = (n + per_block - 1) / per_block;
-  const std::uint64_t full_from = binary ? kFullGridMinBytesBinary : kFullGridMinBytes;
-  const std::uint64_t cap = n * ElemBytes >= full_from ? sms * per_sm : sms;
+  // The plain read-only path (ld.global.nc). The L1::no_allocate + L2::256B form the H100 was
+  // tuned with measured the same there (f32 sum at 2^30: 3096 against 3095 GB/s) and held every
+  // op to 93-95% of the H200's ceiling (f32 sum at 2^30: 4278 GB/s against 4540 with ldg).
+  static constexpr load_hint hint = load_hint::ldg;
+  static constexpr layout split = layout::strided;
+};
+
+// One block (no partials, no atomics) while n fits in this many rounds of block x unroll
+// vectors: f32 up to 2^14 took 1.17-1.63 us on one block, two blocks at 2^14 2.36 us (H100).
+inline constexpr int kSingleBlockRounds = 2;
+// Above that, enough blocks for about this many vectors per thread (f32 on an H100: 16 blocks at
+// 2^16 took 2.36 us, 64 at 2^18 2.48 us, 256 at 2^20 3.11 us; 1 or 8 vectors were slower).
+inline constexpr int kVectorsPerThread = 2;
+
+// Elements one block consumes in one round of loads.
+constexpr std::uint64_t round_elements(const shape& s, int elem_bytes) {
+  return std::uint64_t(s.block) * s.unroll * (16 / elem_bytes);
+}
+
+// The grid rule's run-time thresholds (policy.hpp sets them from the device's L2 size).
+struct grid_policy {
+  // From this many bytes up, the full resident grid; below, at most one block per SM.
+  std::uint64_t full_grid_min_bytes = std::uint64_t(96) << 20;
+  std::uint64_t full_grid_min_bytes_binary = std::uint64_t(8) << 20;  // two-input ops
+};
+
+// Blocks to launch for n elements (binary ops: n per input) of elem_bytes with shape s on `sms`
+// SMs fitting `per_sm` blocks each. Heavy ops (a fold that costs more than its load) are
+// compute-bound while their input sits in L2: they take a block per vector per thread and the
+// whole resident grid at every size (the exact f32 sum at 2^24 on an H200: 42 us on 132 blocks,
+// 31 us on 264), where the plain ops keep one block per SM below the L2-sized threshold.
+inline unsigned int grid_for(const shape& s, int elem_bytes, std::uint64_t n, bool binary, bool heavy,
+                             std::uint64_t sms, std::uint64_t per_sm, std::uint64_t max_blocks, const grid_policy& g) {
+  const std::uint64_t n_eff = binary ? 2 * n : n;
+  if (n_eff <= round_elements(s, elem_bytes) * kSingleBlockRounds) return 1;
+  const std::uint64_t per_block = std::uint64_t(s.block) * (heavy ? 1 : kVectorsPerThread) * (16 / elem_bytes);
+  const std::uint64_t want = (n_eff + per_block - 1) / per_block;
+  const std::uint64_t full_from = binary ? g.full_grid_min_bytes_binary : g.full_grid_min_bytes;
+  const std::uint64_t cap = heavy || n_eff * elem_bytes >= full_from ? sms * per_sm : sms;
   return static_cast<unsigned int>(std::min({want, cap, max_blocks}));
 }
 

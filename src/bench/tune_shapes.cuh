@@ -1,0 +1,139 @@
+// The candidate kernel shapes `tally bench tune` times against each other and against CUB /
+// cuBLAS, one group per (op, dtype): the measurements behind src/core/tuning.hpp and the rule in
+// src/core/policy.cpp. A candidate is a kernel instantiated with an explicit shape (threads per
+// block, 16-byte loads in flight per thread, __launch_bounds__ minimum blocks, accumulators per
+// thread, load hint); the group times all of them and the competitor interleaved, at each size,
+// with the grid the library's rule would give that shape.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench/report.hpp"
+#include "bench/timing.hpp"
+#include "core/context.hpp"
+#include "core/device.cuh"
+#include "core/device_exact.cuh"
+#include "core/tuning.hpp"
+
+namespace tally::bench::tune {
+
+// Device memory every candidate of a run shares: the inputs, the block partials, the counter and
+// the exact accumulator (zeroed once; every kernel leaves them zeroed), the result slots.
+struct sweep_buffers {
+  void* d_in = nullptr;   // random data of the group's dtype
+  void* d_in2 = nullptr;  // second input (dot)
+  std::uint64_t capacity = 0;  // elements available at d_in (and d_in2)
+  void* d_partials = nullptr;
+  unsigned int* d_counter = nullptr;
+  long long* d_exact = nullptr;
+  unsigned int* d_exact_used = nullptr;
+  void* d_out = nullptr;  // 64 bytes per candidate; slot 63 is the competitor's
+  void* d_temp = nullptr;  // the competitor's temporary storage
+  std::size_t temp_bytes = 0;
+  cudaStream_t stream = nullptr;
+  int sm_count = 0;
+  std::uint64_t l2_bytes = 0;
+};
+
+struct candidate {
+  std::string label;  // "512x8 mb2 acc2 ldg"
+  int block = 0, unroll = 0, min_blocks = 0, accs = 0;
+  bool ldg = false;
+  bool heavy = false;      // the heavy-op grid rule (tuning.hpp, grid_for)
+  bool reference = false;  // the fast sum the group's ratios are taken against (exact, stats)
+  int elem_bytes = 0;
+  bool binary = false;
+  const void* kernel = nullptr;  // for occupancy and attributes
+  std::function<void(cudaStream_t, std::uint64_t n, unsigned blocks, int slot)> launch;
+};
+
+struct competitor {
+  std::string name;  // "CUB Sum", "" for none
+  std::function<void(cudaStream_t, std::uint64_t n)> call;
+};
+
+struct group {
+  std::string op, dtype;
+  tally::dtype data = tally::dtype::f32;  // what fills the inputs
+  double lo = -1.0, hi = 1.0;
+  int elem_bytes = 4;
+  bool binary = false;
+  std::vector<candidate> candidates;
+  competitor other;
+  std::vector<int> log2_sizes;
+};
+
+// Grid for a candidate shape at n elements: the library's rule (tuning.hpp) with this shape.
+unsigned grid_for_shape(const candidate& c, std::uint64_t n, int per_sm, const sweep_buffers& b);
+
+template <class K>
+candidate describe(const char* label, K kernel, int block, int unroll, int min_blocks, int accs, bool ldg,
+                   int elem_bytes, bool binary) {
+  candidate c;
+  c.label = label;
+  c.block = block;
+  c.unroll = unroll;
+  c.min_blocks = min_blocks;
+  c.accs = accs;
+  c.ldg = ldg;
+  c.elem_bytes = elem_bytes;
+  c.binary = binary;
+  c.kernel = reinterpret_cast<const void*>(kernel);
+  return c;
+}
+
+cudaError_t launch_with_pdl(const void* kernel, void** args, unsigned blocks, int block, cudaStream_t s);
+
+// reduce_kernel<T, Op, B, U, H, strided, MB, A> as a candidate.
+template <class T, class Op, int B, int U, core::load_hint H, int MB, int A = 8>
+candidate reduce_candidate(const char* label, const sweep_buffers& b, int slot) {
+  auto kernel = core::reduce_kernel<T, Op, B, U, H, core::layout::strided, MB, A>;
+  constexpr int op_accs = core::max_accs_v<Op> < A ? core::max_accs_v<Op> : A;
+  constexpr int accs = op_accs < U ? op_accs : U;
+  candidate c = describe(label, kernel, B, U, MB, accs, H == core::load_hint::ldg, int(sizeof(T)),
+                         core::binary_v<Op>);
+  c.heavy = core::heavy_v<Op>;
+  c.launch = [kernel, b, slot](cudaStream_t s, std::uint64_t n, unsigned blocks, int) {
+    core::reduce_args<T, Op> a{static_cast<const T*>(b.d_in), n,
+                               reinterpret_cast<typename Op::out_type*>(static_cast<char*>(b.d_out) + 64 * slot),
+                               static_cast<typename Op::acc_type*>(b.d_partials), b.d_counter,
+                               static_cast<const T*>(b.d_in2)};
+    void* args[] = {&a};
+    check(launch_with_pdl(reinterpret_cast<const void*>(kernel), args, blocks, B, s), "candidate launch");
+  };
+  return c;
+}
+
+// exact_kernel<T, op_exact<T, F, A>, B, U, H, MB> as a candidate.
+template <class T, core::exact_form F, int B, int U, core::load_hint H, int MB, int A>
+candidate exact_candidate(const char* label, const sweep_buffers& b, int slot) {
+  auto kernel = core::exact_kernel<T, core::op_exact<T, F, A>, B, U, H, MB>;
+  candidate c = describe(label, kernel, B, U, MB, A, H == core::load_hint::ldg, int(sizeof(T)),
+                         F == core::exact_form::dot);
+  c.heavy = true;
+  c.launch = [kernel, b, slot](cudaStream_t s, std::uint64_t n, unsigned blocks, int) {
+    core::exact_args<T> a{static_cast<const T*>(b.d_in), static_cast<const T*>(b.d_in2), n,
+                          static_cast<char*>(b.d_out) + 64 * slot, static_cast<core::exact_acc*>(b.d_partials),
+                          b.d_counter, b.d_exact, b.d_exact_used};
+    void* args[] = {&a};
+    check(launch_with_pdl(reinterpret_cast<const void*>(kernel), args, blocks, B, s), "candidate launch");
+  };
+  return c;
+}
+
+// The groups, by family (each in its own translation unit to keep the build parallel).
+std::vector<group> core_groups(const sweep_buffers& b);      // sum f32/f64/i32, max f32, f16 sum
+std::vector<group> numerics_groups(const sweep_buffers& b);  // argmax f32, dot f32/f64
+std::vector<group> exact_groups(const sweep_buffers& b);     // exact sum f32/f64
+std::vector<group> stats_groups(const sweep_buffers& b);     // stats f32/f64
+
+// Times every group; one table row per (group, size, candidate).
+table run_groups(std::vector<group>& groups, sweep_buffers& b, double ceiling_gbps, bool quick,
+                 const std::function<void(const std::string&)>& progress);
+
+}  // namespace tally::bench::tune

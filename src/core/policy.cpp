@@ -1,0 +1,155 @@
+#include "policy.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <mutex>
+
+#include "context.hpp"
+
+namespace tally::core {
+namespace {
+
+// The time the bytes in flight must cover, in microseconds (see policy.hpp). Calibrated on the
+// two GPUs measured: on the H200 (36.5 GB/s per SM) shapes keeping 64 KiB in flight per SM read
+// at 100-101% of the ceiling (f32, f64 and i32 sums and f32 max at 2^28-2^30; 128 KiB: the same),
+// so the constant is at most 1.80 us; 32 KiB per SM (the statistics at 512 x 4, one block per
+// SM) ran below the ceiling on both GPUs. 1.75 us asks 64 KiB per SM of the H200 and 44 KiB of
+// the H100 (25.4 GB/s per SM).
+constexpr double kInflightMicros = 1.75;
+
+// The full resident grid from this multiple of the L2 up: 96 MiB measured on the H100's 50 MiB
+// (L2-resident inputs ran up to 40% slower at 2 blocks per SM than at 1; from 256 MiB up the
+// full grid read faster).
+constexpr double kFullGridL2Multiple = 96.0 / 50.0;
+// Two-input ops (dot) take the full grid from a sixth of the L2: f32 dot at 2^22 (32 MiB) took
+// 12.1 us on one block per SM against cuBLAS's 9.7 on the H100 (8 MiB of its 50 MiB L2).
+constexpr double kFullGridL2MultipleBinary = 8.0 / 50.0;
+
+std::atomic<int> g_forced{-1};
+
+}  // namespace
+
+const char* to_string(family f) {
+  switch (f) {
+    case family::plain: return "plain";
+    case family::folding: return "folding";
+    case family::binary: return "binary";
+    case family::exact: return "exact";
+  }
+  return "?";
+}
+
+const std::vector<measured_entry>& measured_entries() {
+  // The GPUs measured here. depth -1: the rule's choice was confirmed by the measurement.
+  static const std::vector<measured_entry> entries = {
+      {"NVIDIA H100 80GB HBM3", 132, {-1, -1, -1, -1},
+       "H100 80GB HBM3, 2026-11-23, tally bench tune --measure (docs/data/tune-h100.md)",
+       "base shapes of 64 KiB in flight per SM read at 100.5% of the ceiling (f32 sum at 2^30); the "
+       "statistics' deep shape 99.2% of the fast sum at 2^28 against 97.3% for base"},
+      {"NVIDIA H200", 132, {-1, -1, -1, -1},
+       "H200, 2026-11-23, tally bench tune --measure (docs/data/tune-h200.md)",
+       "base shapes of 64 KiB in flight per SM read at 101% of the ceiling (f32 sum at 2^30, "
+       "ld.global.nc); the statistics' deep shape 97.7% of the fast sum at 2^28 against 92% for base"},
+  };
+  return entries;
+}
+
+device_policy make_policy(const device_facts& f) {
+  device_policy p;
+  p.facts = f;
+  p.inflight_us = kInflightMicros;
+  const double per_sm_gbps = f.sm_count > 0 ? f.bandwidth_gbps / f.sm_count : 0.0;
+  p.need_bytes_per_sm = per_sm_gbps * 1e3 * p.inflight_us;  // GB/s = KB/ms = bytes/us x 1e3
+  const double l2 = static_cast<double>(f.l2_bytes);
+  if (l2 > 0) {
+    p.grid.full_grid_min_bytes = static_cast<std::uint64_t>(l2 * kFullGridL2Multiple);
+    p.grid.full_grid_min_bytes_binary = static_cast<std::uint64_t>(l2 * kFullGridL2MultipleBinary);
+  }
+  for (const measured_entry& e : measured_entries())
+    if (f.name == e.name && f.sm_count == e.sm_count) p.entry = &e;
+  return p;
+}
+
+const device_policy& policy_for(const device_context& dev) {
+  static std::mutex m;
+  static std::unique_ptr<device_policy> cache[64];
+  std::lock_guard<std::mutex> lock(m);
+  auto& slot = cache[dev.ordinal & 63];
+  if (!slot) {
+    device_facts f;
+    f.name = dev.info.name;
+    f.sm_count = dev.info.sm_count;
+    f.cc_major = dev.info.cc_major;
+    f.cc_minor = dev.info.cc_minor;
+    f.l2_bytes = dev.info.l2_bytes;
+    f.bandwidth_gbps = dev.info.theoretical_gbps;
+    slot = std::make_unique<device_policy>(make_policy(f));
+  }
+  return *slot;
+}
+
+double inflight_bytes(const shape& s, int per_sm, bool binary) {
+  return double(per_sm) * s.block * s.unroll * 16.0 * (binary ? 2 : 1);
+}
+
+depth choose_depth(const device_policy& p, family f, double inflight_base, double inflight_deep) {
+  const int forced = g_forced.load(std::memory_order_relaxed);
+  if (forced == 0 || forced == 1) return static_cast<depth>(forced);
+  if (p.entry && p.entry->depth[static_cast<int>(f)] >= 0) return static_cast<depth>(p.entry->depth[static_cast<int>(f)]);
+  if (inflight_base >= p.need_bytes_per_sm) return depth::base;
+  return inflight_deep > inflight_base ? depth::deep : depth::base;
+}
+
+std::string why_depth(const device_policy& p, family f, double inflight_base, double inflight_deep) {
+  char buf[320];
+  const int forced = g_forced.load(std::memory_order_relaxed);
+  if (forced == 0 || forced == 1) return forced ? "forced deep" : "forced base";
+  if (p.entry && p.entry->depth[static_cast<int>(f)] >= 0) {
+    std::snprintf(buf, sizeof buf, "measured entry for %s: %s", p.entry->name, p.entry->measured);
+    return buf;
+  }
+  if (inflight_base >= p.need_bytes_per_sm)
+    std::snprintf(buf, sizeof buf, "base keeps %.0f KiB in flight per SM, need %.0f KiB: base", inflight_base / 1024,
+                  p.need_bytes_per_sm / 1024);
+  else if (inflight_deep > inflight_base)
+    std::snprintf(buf, sizeof buf, "base keeps %.0f KiB in flight per SM, need %.0f KiB; deep keeps %.0f: deep",
+                  inflight_base / 1024, p.need_bytes_per_sm / 1024, inflight_deep / 1024);
+  else
+    std::snprintf(buf, sizeof buf, "neither shape covers %.0f KiB; deep has no more than base: base",
+                  p.need_bytes_per_sm / 1024);
+  return buf;
+}
+
+void force_depth(int d) { g_forced.store(d == 0 || d == 1 ? d : -1, std::memory_order_relaxed); }
+int forced_depth() { return g_forced.load(std::memory_order_relaxed); }
+
+std::vector<std::pair<std::string, std::string>> explain(const device_policy& p) {
+  std::vector<std::pair<std::string, std::string>> v;
+  char buf[256];
+  const device_facts& f = p.facts;
+  v.emplace_back("device", f.name);
+  std::snprintf(buf, sizeof buf, "%d SMs, compute capability %d.%d, L2 %.0f MiB, %.0f GB/s theoretical", f.sm_count,
+                f.cc_major, f.cc_minor, f.l2_bytes / 1048576.0, f.bandwidth_gbps);
+  v.emplace_back("properties read", buf);
+  std::snprintf(buf, sizeof buf, "%.1f GB/s per SM x %.2f us = %.0f KiB per SM",
+                f.sm_count ? f.bandwidth_gbps / f.sm_count : 0.0, p.inflight_us, p.need_bytes_per_sm / 1024);
+  v.emplace_back("bytes in flight needed", buf);
+  std::snprintf(buf, sizeof buf, "%.0f MiB (%.2f x L2); two-input ops %.1f MiB", p.grid.full_grid_min_bytes / 1048576.0,
+                kFullGridL2Multiple, p.grid.full_grid_min_bytes_binary / 1048576.0);
+  v.emplace_back("full resident grid from", buf);
+  if (p.entry) {
+    std::snprintf(buf, sizeof buf, "%s (%s)", p.entry->name, p.entry->run);
+    v.emplace_back("measured entry", buf);
+  } else {
+    v.emplace_back("measured entry", "none: the rule alone (docs/tuning.md says how to add one)");
+  }
+  const int forced = forced_depth();
+  if (forced >= 0) v.emplace_back("forced depth", forced ? "deep" : "base");
+  return v;
+}
+
+}  // namespace tally::core

@@ -1,0 +1,119 @@
+// The tuning policy's rule on device properties alone (no GPU needed): the GPUs measured here,
+// GPUs nobody here has measured, and the rule's invariants.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "core/policy.hpp"
+
+namespace tally::test {
+namespace {
+
+using core::depth;
+using core::device_facts;
+using core::family;
+using core::make_policy;
+
+constexpr std::uint64_t MiB = std::uint64_t(1) << 20;
+
+device_facts facts(const char* name, int sms, std::uint64_t l2, double gbps) {
+  device_facts f;
+  f.name = name;
+  f.sm_count = sms;
+  f.cc_major = 9;
+  f.l2_bytes = l2;
+  f.bandwidth_gbps = gbps;
+  return f;
+}
+
+// Bytes in flight per SM of a compiled shape at `per_sm` resident blocks.
+double inflight(int elem_bytes, family f, depth d, int per_sm, bool binary = false) {
+  return core::inflight_bytes(core::compiled_shape(elem_bytes, f, d), per_sm, binary);
+}
+
+TEST(PolicyCpu, NeedFollowsBandwidthPerSm) {
+  const auto h100 = make_policy(facts("NVIDIA H100 80GB HBM3", 132, 50 * MiB, 3352.32));
+  const auto h200 = make_policy(facts("NVIDIA H200", 132, 60 * MiB, 4814.0));
+  EXPECT_NEAR(h100.need_bytes_per_sm, 3352.32 / 132 * 1e3 * h100.inflight_us, 1.0);
+  EXPECT_NEAR(h200.need_bytes_per_sm / h100.need_bytes_per_sm, 4814.0 / 3352.32, 1e-9);
+  // Same bandwidth on fewer SMs asks more of each SM.
+  const auto fewer = make_policy(facts("smaller part", 66, 50 * MiB, 3352.32));
+  EXPECT_NEAR(fewer.need_bytes_per_sm, 2 * h100.need_bytes_per_sm, 1.0);
+}
+
+TEST(PolicyCpu, GridThresholdScalesWithL2) {
+  const auto h100 = make_policy(facts("NVIDIA H100 80GB HBM3", 132, 50 * MiB, 3352.32));
+  const auto h200 = make_policy(facts("NVIDIA H200", 132, 60 * MiB, 4814.0));
+  EXPECT_EQ(h100.grid.full_grid_min_bytes, 96 * MiB);  // the threshold measured on the H100
+  EXPECT_NEAR(double(h200.grid.full_grid_min_bytes) / h100.grid.full_grid_min_bytes, 60.0 / 50.0, 1e-6);
+  EXPECT_LT(h200.grid.full_grid_min_bytes_binary, h200.grid.full_grid_min_bytes);
+}
+
+// The measured GPUs: the rule keeps the shapes that read at the ceiling there (64 KiB in flight
+// per SM: the plain f32 sum at two 512 x 4 blocks per SM) and sends the statistics, which fit one
+// such block per SM, to their deep shape.
+TEST(PolicyCpu, MeasuredGpusGetTheMeasuredShapes) {
+  for (const auto& f : {facts("NVIDIA H100 80GB HBM3", 132, 50 * MiB, 3352.32), facts("NVIDIA H200", 132, 60 * MiB, 4814.0)}) {
+    SCOPED_TRACE(f.name);
+    const auto p = make_policy(f);
+    EXPECT_EQ(core::choose_depth(p, family::plain, inflight(4, family::plain, depth::base, 2),
+                                 inflight(4, family::plain, depth::deep, 2)),
+              depth::base);
+    EXPECT_EQ(core::choose_depth(p, family::folding, inflight(4, family::folding, depth::base, 1),
+                                 inflight(4, family::folding, depth::deep, 1)),
+              depth::deep);
+  }
+}
+
+// A GPU nobody here measured with twice the bandwidth per SM takes the deep shape for the plain
+// sum; a slower one keeps the base shape even where the H200 would not.
+TEST(PolicyCpu, UnmeasuredGpusGetASensibleShape) {
+  const auto fast = make_policy(facts("a future part", 148, 126 * MiB, 8000.0));
+  EXPECT_EQ(fast.entry, nullptr);
+  EXPECT_GT(fast.need_bytes_per_sm, inflight(4, family::plain, depth::base, 2));
+  EXPECT_EQ(core::choose_depth(fast, family::plain, inflight(4, family::plain, depth::base, 2),
+                               inflight(4, family::plain, depth::deep, 2)),
+            depth::deep);
+  const auto slow = make_policy(facts("a smaller Hopper", 114, 50 * MiB, 2039.0));
+  EXPECT_EQ(core::choose_depth(slow, family::plain, inflight(4, family::plain, depth::base, 2),
+                               inflight(4, family::plain, depth::deep, 2)),
+            depth::base);
+  // Where neither shape covers the need, the one with more in flight; never a shape with less.
+  EXPECT_EQ(core::choose_depth(fast, family::plain, 1000.0, 500.0), depth::base);
+  EXPECT_EQ(core::choose_depth(fast, family::plain, 1000.0, 2000.0), depth::deep);
+  EXPECT_FALSE(core::why_depth(fast, family::plain, 1000.0, 2000.0).empty());
+}
+
+TEST(PolicyCpu, ForcedDepthWinsAndIsUndone) {
+  const auto p = make_policy(facts("NVIDIA H200", 132, 60 * MiB, 4814.0));
+  core::force_depth(1);
+  EXPECT_EQ(core::choose_depth(p, family::plain, 1e9, 1.0), depth::deep);
+  core::force_depth(0);
+  EXPECT_EQ(core::choose_depth(p, family::plain, 1.0, 1e9), depth::base);
+  core::force_depth(-1);
+  EXPECT_EQ(core::forced_depth(), -1);
+  EXPECT_EQ(core::choose_depth(p, family::plain, 1.0, 1e9), depth::deep);
+}
+
+TEST(PolicyCpu, MeasuredEntriesNameTheirRun) {
+  for (const auto& e : core::measured_entries()) {
+    SCOPED_TRACE(e.name);
+    EXPECT_GT(e.sm_count, 0);
+    EXPECT_GT(std::strlen(e.run), 10u);
+    EXPECT_GT(std::strlen(e.measured), 10u);
+    const auto p = make_policy(facts(e.name, e.sm_count, 50 * MiB, 3000.0));
+    EXPECT_EQ(p.entry, &e);
+  }
+  const auto other = make_policy(facts("NVIDIA H200", 100, 60 * MiB, 4814.0));  // same name, other SM count
+  EXPECT_EQ(other.entry, nullptr);
+}
+
+TEST(PolicyCpu, ExplainSaysWhatItRead) {
+  const auto p = make_policy(facts("NVIDIA H200", 132, 60 * MiB, 4814.0));
+  bool saw_need = false;
+  for (const auto& [k, v] : core::explain(p)) saw_need = saw_need || (k == "bytes in flight needed" && !v.empty());
+  EXPECT_TRUE(saw_need);
+}
+
+}  // namespace
+}  // namespace tally::test
