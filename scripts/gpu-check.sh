@@ -5,7 +5,7 @@
 # check of `tally reduce/stats/dot` against numpy), sanitize
 # (compute-sanitizer memcheck/racecheck/synccheck/initcheck on the tests at small sizes), bench
 # (tally info + tally bench core), numerics (tally bench numerics: argmin/argmax vs CUB, dot vs
-# cuBLAS, accuracy modes, stats, f16/bf16; about 2 minutes), lab (tally lab run), sweep (tally lab
+# cuBLAS, accuracy modes, stats, f16/bf16; about 2 minutes), segmented (tally bench segmented), lab (tally lab run), sweep (tally lab
 # sweep), tune (tally bench tune --measure: the policy's choice and the shape sweeps). Logs and JSON
 # land in OUTDIR. TALLY_TEST_FILTER narrows the test stage (a gtest filter).
 set -uo pipefail
@@ -72,6 +72,13 @@ if has numerics; then
     grep MISMATCH "$out/bench-numerics.md" | tee -a "$out/summary.txt"
     status=1
   fi
+fi
+if has segmented; then
+  step "bench segmented"
+  "$bin/tally" bench segmented ${TALLY_SEGMENTED_ARGS:-} --json "$out/bench-segmented.json" --md "$out/bench-segmented.md" \
+    >/dev/null 2>>"$out/progress.log" || status=1
+  tail -2 "$out/progress.log"
+  grep -c MISMATCH "$out/bench-segmented.md" 2>/dev/null | grep -qv '^0$' && { echo "segmented: MISMATCH" | tee -a "$out/summary.txt"; status=1; }
 fi
 if has lab; then
   step "lab run"

@@ -18,6 +18,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 struct CUstream_st;  // the CUDA runtime's cudaStream_t is CUstream_st*
 
@@ -182,6 +183,58 @@ void reduce_stats(const void* d_in, std::uint64_t n, dtype t, void* d_out,
                   stream_t stream = nullptr, const options& opt = {});
 stats stats_value(const void* d_in, std::uint64_t n, dtype t, stream_t stream = nullptr,
                   const options& opt = {});
+
+// ---- Reductions along an axis and over segments (src/segmented) ------------------------------
+// A batch of reductions with one result per row, column, axis position or segment, each under
+// the rules of reduce() over that range (NaN policy, ties, accuracy modes; argmin/argmax give the
+// index inside the range; an empty range gives the op's identity, like reduce of n = 0). The
+// results are written contiguously at d_out, result_bytes(t, o) bytes each (the stats forms: one
+// tally::stats record, 48 bytes, each). Stream-ordered, graph-capturable, no per-call
+// allocation, and deterministic for a given shape and GPU. An exact sum of a row is bitwise the
+// exact reduce() of that row. Exact mode runs along the last axis (rows, ragged segments, axes
+// with nothing after them); reduce_columns and other axes refuse it.
+//
+//   float m[2][3] = {{1, 2, 3}, {4, 5, 6}};   // on the device, ld = 3
+//   tally::reduce_rows(d_m, 2, 3, 3, tally::dtype::f32, tally::op::sum, d_out);     // {6, 15}
+//   tally::reduce_columns(d_m, 2, 3, 3, tally::dtype::f32, tally::op::sum, d_out);  // {5, 7, 9}
+
+// Every row of a rows x cols matrix whose rows start ld elements apart (ld >= cols): rows results.
+void reduce_rows(const void* d_in, std::uint64_t rows, std::uint64_t cols, std::uint64_t ld, dtype t, op o,
+                 void* d_out, stream_t stream = nullptr, const options& opt = {});
+// Every column of the same matrix: cols results.
+void reduce_columns(const void* d_in, std::uint64_t rows, std::uint64_t cols, std::uint64_t ld, dtype t, op o,
+                    void* d_out, stream_t stream = nullptr, const options& opt = {});
+// Axes [axis, axis + count) of a contiguous (C order) array with dims[0..ndim): the results keep
+// the other dims in order (count = 1 is numpy's a.sum(axis=axis)). 1 <= count, axis + count <= ndim.
+void reduce_axis(const void* d_in, const std::uint64_t* dims, int ndim, int axis, int count, dtype t, op o,
+                 void* d_out, stream_t stream = nullptr, const options& opt = {});
+// Ragged segments: segment s is elements [d_begin[s], d_end[s]) of the n at d_in (64-bit offsets
+// in device memory, in any order, overlapping allowed). Offsets must satisfy 0 <= begin <= end <=
+// n: they are checked on the device, and if any is bad nothing is written; check_segments (and
+// reduce_segments_values) throw naming the first bad segment.
+void reduce_segments(const void* d_in, std::uint64_t n, const std::int64_t* d_begin, const std::int64_t* d_end,
+                     std::uint64_t segments, dtype t, op o, void* d_out, stream_t stream = nullptr,
+                     const options& opt = {});
+// Fused statistics per row, per column, per axis position and per segment (tally::stats records).
+void stats_rows(const void* d_in, std::uint64_t rows, std::uint64_t cols, std::uint64_t ld, dtype t, void* d_out,
+                stream_t stream = nullptr, const options& opt = {});
+void stats_columns(const void* d_in, std::uint64_t rows, std::uint64_t cols, std::uint64_t ld, dtype t,
+                   void* d_out, stream_t stream = nullptr, const options& opt = {});
+void stats_axis(const void* d_in, const std::uint64_t* dims, int ndim, int axis, int count, dtype t, void* d_out,
+                stream_t stream = nullptr, const options& opt = {});
+void stats_segments(const void* d_in, std::uint64_t n, const std::int64_t* d_begin, const std::int64_t* d_end,
+                    std::uint64_t segments, dtype t, void* d_out, stream_t stream = nullptr, const options& opt = {});
+// Throws tally::error naming the first segment whose offsets are bad (blocking).
+void check_segments(const std::int64_t* d_begin, const std::int64_t* d_end, std::uint64_t segments,
+                    std::uint64_t n, stream_t stream = nullptr);
+// Blocking conveniences: the results of the calls above, copied to the host and decoded.
+std::vector<value> results_to_values(const void* d_results, std::uint64_t count, dtype t, op o,
+                                     stream_t stream = nullptr);
+std::vector<stats> stats_to_host(const void* d_results, std::uint64_t count, stream_t stream = nullptr);
+// reduce_segments, then check_segments' verdict, then the results.
+std::vector<value> reduce_segments_values(const void* d_in, std::uint64_t n, const std::int64_t* d_begin,
+                                          const std::int64_t* d_end, std::uint64_t segments, dtype t, op o,
+                                          stream_t stream = nullptr, const options& opt = {});
 
 // Frees the small workspace tally keeps for (current device, stream). Call it once the stream's
 // tally work has finished (for example before cudaStreamDestroy) in programs that create many

@@ -51,13 +51,7 @@ report run_core_bench(const core_bench_options& opt) {
   const auto cases = opt.cases.empty() ? standard_core_cases() : opt.cases;
 
   report rep;
-  rep.meta["benchmark"] = "tally bench core";
-  rep.meta["device"] = dev.name;
-  rep.meta["sm_count"] = dev.sm_count;
-  rep.meta["l2_mib"] = dev.l2_bytes / double(1 << 20);
-  rep.meta["date"] = utc_now();
-  rep.meta["read_ceiling_gbps"] = ceil.read_gbps;
-  rep.meta["theoretical_gbps"] = ceil.theoretical_gbps;
+  stamp_report(rep, "tally bench core", dev, ceil);
   rep.meta["timings"] =
       "per_call: events around one call, then sync (median); stream: a batch of calls back to "
       "back, one sync, time per call (median of 7 batches); graph: CUDA-graph replay of the "

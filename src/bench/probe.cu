@@ -130,4 +130,14 @@ ceiling measure_ceiling(std::size_t bytes) {
   return cached;
 }
 
+void stamp_report(report& rep, const char* benchmark, const device_info& dev, const ceiling& c) {
+  rep.meta["benchmark"] = benchmark;
+  rep.meta["device"] = dev.name;
+  rep.meta["sm_count"] = dev.sm_count;
+  rep.meta["l2_mib"] = dev.l2_bytes / double(1 << 20);
+  rep.meta["date"] = utc_now();
+  rep.meta["read_ceiling_gbps"] = c.read_gbps;
+  rep.meta["theoretical_gbps"] = c.theoretical_gbps;
+}
+
 }  // namespace tally::bench

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "bench/report.hpp"
 #include "tally/tally.hpp"
 
 namespace tally::bench {
@@ -19,6 +20,9 @@ struct ceiling {
 // Reads a buffer of `bytes` (>= 4x L2) with a read-only probe kernel; the best median over
 // grid shapes of 2..32 blocks per SM. Measured once per process (cached).
 ceiling measure_ceiling(std::size_t bytes = std::size_t(2) << 30);
+
+// The metadata every benchmark report opens with: its name, the device, the date, the ceiling.
+void stamp_report(report& rep, const char* benchmark, const device_info& dev, const ceiling& c);
 
 // Fills d_data with n pseudo-random elements of dtype t (a hash of index and seed):
 // floats uniform in [lo, hi), integers uniform in [lo, hi] (truncated toward zero).

@@ -11,6 +11,7 @@
 
 #include "bench/core_bench.hpp"
 #include "bench/numerics_bench.hpp"
+#include "bench/segmented_bench.hpp"
 #include "bench/probe.hpp"
 #include "bench/tune.hpp"
 #include "cli/progress.hpp"
@@ -319,6 +320,15 @@ int main(int argc, char** argv) {
       ->add_option("--tables", num_tables, "argminmax, dot, accuracy, stats, half (default: all)")
       ->delimiter(',');
 
+  output_files seg_out;
+  bool seg_quick = false;
+  std::vector<int> seg_totals;
+  auto* segb = bench->add_subcommand(
+      "segmented", "rows, columns and ragged segments (f32 sum) vs CUB DeviceSegmentedReduce; totals 2^20, 2^24, 2^28");
+  add_output_options(segb, seg_out);
+  segb->add_flag("--quick", seg_quick, "fewer repetitions");
+  segb->add_option("--totals", seg_totals, "log2 of the total elements, e.g. 20,24,28")->delimiter(',');
+
   const char* kDtypeHelp =
       "element type of a raw file: i8 u8 i16 u16 i32 u32 i64 u64 f16 bf16 f32 f64 b8 "
       "(a .npy file names its own)";
@@ -431,6 +441,15 @@ int main(int argc, char** argv) {
                        err.get<std::string>().c_str());
         return 1;
       }
+      return 0;
+    }
+    if (segb->parsed()) {
+      tally::bench::segmented_bench_options o;
+      o.log2_totals = seg_totals;
+      o.quick = seg_quick;
+      tally::cli::progress p("bench segmented");
+      o.progress = [&](const std::string& s) { p.step(s); };
+      emit(tally::bench::run_segmented_bench(o), seg_out);
       return 0;
     }
     if (red->parsed())

@@ -8,6 +8,7 @@
 #include <limits>
 #include <string>
 
+#include "api_internal.hpp"
 #include "context.hpp"
 #include "policy.hpp"
 #include "half.hpp"
@@ -478,6 +479,26 @@ std::string human_bytes(std::size_t b) {
   return buf;
 }
 }  // namespace
+
+namespace core {
+std::string op_refusal(dtype t, op o, const options& opt) { return refusal(t, o, opt); }
+std::string stats_op_refusal(dtype t, const options& opt) { return stats_refusal(t, opt); }
+kind kind_for(dtype t, op o, const options& opt) { return kind_of(t, o, opt); }
+void check_input_pointer(const char* fn, const char* name, const void* p, std::uint64_t n, dtype t) {
+  check_input(fn, name, p, n, t);
+}
+void check_output_pointer(const char* fn, const void* p, std::size_t align, const std::string& what) {
+  check_output(fn, p, align, what);
+}
+value decode_value(dtype t, op o, const unsigned char* h) {
+  const dtype r = result_dtype(t, o);
+  if (!is_arg(o)) return read_value(r, h);
+  value v = read_value(r, h + 8);
+  std::memcpy(&v.index, h, 8);
+  return v;
+}
+std::string pointer_text(const void* p) { return hex(p); }
+}  // namespace core
 
 device_buffer::device_buffer(std::size_t bytes) : bytes_(bytes) {
   (void)core::current_context();  // a clear error when there is no GPU

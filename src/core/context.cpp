@@ -114,6 +114,8 @@ std::unique_ptr<workspace> make_workspace(device_slot& slot) {
   w->d_result = base + partial_bytes + 128;
   w->d_exact = reinterpret_cast<long long*>(base + partial_bytes + 256);
   w->d_exact_used = reinterpret_cast<unsigned int*>(base + partial_bytes + 64);
+  w->d_seg_status = reinterpret_cast<unsigned long long*>(base + partial_bytes + kSegStatusOffset);
+  w->d_seg_counters = reinterpret_cast<unsigned int*>(base + partial_bytes + kSegCountersOffset);
   cudaError_t e = cudaMemsetAsync(base + partial_bytes, 0, kTailBytes, slot.setup_stream);
   if (e == cudaSuccess) e = cudaStreamSynchronize(slot.setup_stream);
   if (e == cudaSuccess) e = cudaMallocHost(&w->h_result, 64);
@@ -155,6 +157,8 @@ std::unique_ptr<workspace> make_capture_workspace(device_slot& slot) {
   w->d_result = slot.slab + partial_bytes + 128;
   w->d_exact = reinterpret_cast<long long*>(slot.slab + partial_bytes + 256);
   w->d_exact_used = reinterpret_cast<unsigned int*>(slot.slab + partial_bytes + 64);
+  w->d_seg_status = reinterpret_cast<unsigned long long*>(slot.slab + partial_bytes + kSegStatusOffset);
+  w->d_seg_counters = reinterpret_cast<unsigned int*>(slot.slab + partial_bytes + kSegCountersOffset);
   slot.slab += chunk;
   slot.slab_left -= chunk;
   return w;
@@ -200,9 +204,20 @@ workspace& stream_workspace(const device_context& dev, cudaStream_t stream) {
 }
 
 workspace::~workspace() {
+  if (d_seg_scratch) cudaFree(d_seg_scratch);
   if (!owns_memory) return;
   if (d_partials) cudaFree(d_partials);
   if (h_result) cudaFreeHost(h_result);
+}
+
+void* segmented_scratch(workspace& ws) {
+  if (ws.d_seg_scratch == nullptr) {
+    relaxed_capture guard;
+    void* p = nullptr;
+    check_cuda(cudaMalloc(&p, kSegScratchBytes), "cudaMalloc(tally segmented workspace)");
+    ws.d_seg_scratch = p;
+  }
+  return ws.d_seg_scratch;
 }
 
 void release_workspace(cudaStream_t stream) {

@@ -26,6 +26,9 @@ struct workspace {
   unsigned int* d_counter = nullptr;   // zero between calls
   long long* d_exact = nullptr;        // the exact mode's global accumulator, zero between calls
   unsigned int* d_exact_used = nullptr; // nonzero while d_exact holds something; zero between calls
+  unsigned long long* d_seg_status = nullptr;  // segmented: the ragged offsets' check word
+  unsigned int* d_seg_counters = nullptr;      // segmented: kSegCounters counters, zero between calls
+  void* d_seg_scratch = nullptr;               // segmented: partials, kSegScratchBytes, made on first use
   void* d_result = nullptr;            // 64 bytes for reduce_value
   void* h_result = nullptr;            // pinned mirror of d_result
   std::mutex result_mutex;             // reduce_value: launch, copy back and read as one step
@@ -37,9 +40,13 @@ inline constexpr int kMaxBlocks = 4096;
 inline constexpr int kMinBlockThreads = 256;
 inline constexpr int kMaxAccBytes = 64;
 // Bytes after the partials: the counter (at 0), the exact accumulator's in-use flag (at 64), the
-// result slot (at 128, 64 bytes) and the exact mode's accumulator (at 256, exact::kWords * 8 =
-// 1088 bytes).
-inline constexpr std::size_t kTailBytes = 256 + 1088;
+// result slot (at 128, 64 bytes), the exact mode's accumulator (at 256, exact::kWords * 8 =
+// 1088 bytes), the segmented layer's status word (at 1344) and its per-segment counters (at
+// 1408, kSegCounters words).
+inline constexpr unsigned kSegCounters = 2048;
+inline constexpr std::size_t kSegScratchBytes = std::size_t(4) << 20;
+inline constexpr std::size_t kSegStatusOffset = 256 + 1088, kSegCountersOffset = kSegStatusOffset + 64;
+inline constexpr std::size_t kTailBytes = kSegCountersOffset + kSegCounters * 4;
 
 struct device_context {
   int ordinal = 0;
@@ -54,6 +61,9 @@ const device_context& current_context();
 // is being captured into a graph, every call gets a workspace of its own that the graph keeps
 // (held for the life of the process), so graphs replayed concurrently never share a counter.
 workspace& stream_workspace(const device_context& dev, cudaStream_t stream);
+// The segmented layer's partials buffer of a workspace (kSegScratchBytes), allocated on its
+// first use (also while the stream is being captured, as the capture workspaces are).
+void* segmented_scratch(workspace& ws);
 // Frees the workspace of (current device, stream), if any (tally::release_stream).
 void release_workspace(cudaStream_t stream);
 // Workspaces created so far on this process (tests).

@@ -1,0 +1,201 @@
+// `tally bench segmented` (see segmented_bench.hpp).
+#include <cub/device/device_segmented_reduce.cuh>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench/probe.hpp"
+#include "bench/segmented_bench.hpp"
+#include "bench/timing.hpp"
+#include "segmented/problem.hpp"
+#include "segmented/segmented.hpp"
+#include "tally/tally.hpp"
+
+namespace tally::bench {
+namespace {
+
+struct dev_mem {
+  void* p = nullptr;
+  explicit dev_mem(std::size_t bytes) { check(cudaMalloc(&p, std::max<std::size_t>(bytes, 256)), "cudaMalloc(bench)"); }
+  ~dev_mem() { cudaFree(p); }
+  dev_mem(const dev_mem&) = delete;
+  dev_mem& operator=(const dev_mem&) = delete;
+  template <class T>
+  T* as() const { return static_cast<T*>(p); }
+};
+
+std::string pow2(std::uint64_t v) {
+  int k = 0;
+  while ((std::uint64_t(1) << k) < v) ++k;
+  return (std::uint64_t(1) << k) == v ? "2^" + std::to_string(k) : std::to_string(v);
+}
+
+// Heavy-tailed lengths (Pareto-like, a fifth of the segments empty) summing to exactly n.
+std::vector<std::int64_t> ragged_offsets(std::uint64_t n, std::uint64_t segments, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<double> w(segments);
+  double total = 0;
+  for (std::uint64_t s = 0; s < segments; ++s) {
+    const double u = std::uniform_real_distribution<double>(1e-6, 1)(rng);
+    w[s] = s % 5 == 0 ? 0 : std::pow(u, -1.0 / 1.2);  // Pareto, alpha 1.2
+    total += w[s];
+  }
+  std::vector<std::int64_t> off(segments + 1, 0);
+  double acc = 0;
+  for (std::uint64_t s = 0; s < segments; ++s) {
+    acc += w[s];
+    off[s + 1] = static_cast<std::int64_t>(std::llround(acc / total * static_cast<double>(n)));
+  }
+  off[segments] = static_cast<std::int64_t>(n);
+  return off;
+}
+
+}  // namespace
+
+report run_segmented_bench(const segmented_bench_options& opt) {
+  std::vector<int> totals = opt.log2_totals.empty() ? std::vector<int>{20, 24, 28} : opt.log2_totals;
+  const device_info dev = current_device();
+  const ceiling ceil = measure_ceiling();
+  const std::uint64_t nmax = std::uint64_t(1) << *std::max_element(totals.begin(), totals.end());
+  const std::uint64_t region = nmax / 16 + 64;  // results of one candidate (floats); CUB's follow tally's
+  dev_mem x(nmax * 4), out(2 * region * 4), offs((nmax / 16 + 2) * 8);
+  fill_random(x.p, nmax, dtype::f32, 7, -1.0, 1.0);
+  check(cudaDeviceSynchronize(), "fill");
+  cudaStream_t stream;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  timing_plan plan;
+  if (opt.quick) plan.per_call_reps = 21, plan.batch_reps = 3, plan.max_batch = 200;
+  plan.batch_budget_us = 40000;
+
+  report rep;
+  stamp_report(rep, "tally bench segmented", dev, ceil);
+  rep.meta["timings"] = "graph: CUDA-graph replay of a batch of calls, time per call (median); stream: the batch "
+                        "enqueued back to back; candidates interleaved in every repetition. GB/s and % ceiling "
+                        "from tally's graph time; ratios are competitor / tally (> 1: tally faster).";
+  table t;
+  t.title = "sum f32 of rows and columns: tally vs CUB DeviceSegmentedReduce::Sum (" + dev.name + ")";
+  t.columns = {{"total", "total", -1},          {"shape", "rows x cols", -1},     {"form", "form", -1},
+               {"plan", "tally plan", -1},      {"tally_us", "tally us", 2},      {"cub_us", "CUB us", 2},
+               {"flat_us", "1-D reduce us", 2}, {"ratio", "CUB/tally", 2},        {"stream_ratio", "stream CUB/tally", 2},
+               {"gbps", "tally GB/s", 1},       {"pct_ceiling", "% ceiling", 1},  {"check", "check", -1}};
+  const std::uint64_t cols_list[] = {16, 256, 4096, 65536, std::uint64_t(1) << 20, std::uint64_t(1) << 24};
+
+  // CUB's temporary storage, sized for the largest segment count.
+  std::size_t temp_bytes = 0;
+  cub::DeviceSegmentedReduce::Sum(nullptr, temp_bytes, x.as<float>(), out.as<float>(), int(nmax / 16),
+                                  offs.as<std::int64_t>(), offs.as<std::int64_t>() + 1, stream);
+  dev_mem temp(temp_bytes);
+
+  for (int lt : totals) {
+    const std::uint64_t total = std::uint64_t(1) << lt;
+    for (std::uint64_t cols : cols_list) {
+      if (cols > total) continue;
+      const std::uint64_t rows = total / cols;
+      for (int by_rows = 1; by_rows >= 0; --by_rows) {
+        // CUB: rows as segments of a row-major matrix; columns as segments of its transpose
+        // (the same bytes read, the layout CUB needs).
+        std::vector<std::int64_t> h((by_rows ? rows : cols) + 1);
+        const std::uint64_t seg_len = by_rows ? cols : rows;
+        for (std::size_t s = 0; s < h.size(); ++s) h[s] = static_cast<std::int64_t>(s * seg_len);
+        check(cudaMemcpy(offs.p, h.data(), h.size() * 8, cudaMemcpyHostToDevice), "offsets");
+        const int segs = static_cast<int>(h.size() - 1);
+        std::vector<call_fn> calls = {
+            [&](cudaStream_t s, std::uint64_t) {
+              if (by_rows) reduce_rows(x.p, rows, cols, cols, dtype::f32, op::sum, out.p, reinterpret_cast<stream_t>(s));
+              else reduce_columns(x.p, rows, cols, cols, dtype::f32, op::sum, out.p, reinterpret_cast<stream_t>(s));
+            },
+            [&](cudaStream_t s, std::uint64_t) {
+              std::size_t tb = temp_bytes;
+              check(cub::DeviceSegmentedReduce::Sum(temp.p, tb, x.as<float>(), out.as<float>() + region, segs,
+                                                    offs.as<std::int64_t>(), offs.as<std::int64_t>() + 1, s),
+                    "cub::DeviceSegmentedReduce::Sum");
+            },
+            [&](cudaStream_t s, std::uint64_t) {
+              reduce(x.p, total, dtype::f32, op::sum, out.as<char>() + 32, reinterpret_cast<stream_t>(s));
+            }};
+        const auto tm = time_interleaved(calls, stream, 1, plan);
+        // Check: tally's results against CUB's (rows) on the first results.
+        std::string verdict = "ok";
+        if (by_rows) {
+          calls[0](stream, 0);
+          std::vector<float> a(std::min<std::uint64_t>(rows, 64)), b(a.size());
+          check(cudaMemcpyAsync(a.data(), out.p, a.size() * 4, cudaMemcpyDeviceToHost, stream), "copy");
+          calls[1](stream, 0);
+          check(cudaMemcpyAsync(b.data(), out.as<float>() + region, b.size() * 4, cudaMemcpyDeviceToHost, stream), "copy");
+          check(cudaStreamSynchronize(stream), "sync");
+          for (std::size_t i = 0; i < a.size(); ++i)
+            if (std::fabs(a[i] - b[i]) > 1e-3f * std::sqrt(float(cols)) + 1e-4f) verdict = "MISMATCH";
+        }
+        const seg::plan pl = seg::last_plan();
+        json r;
+        r["total"] = pow2(total);
+        r["shape"] = pow2(rows) + " x " + pow2(cols);
+        r["form"] = by_rows ? "rows" : "columns";
+        r["plan"] = std::string(seg::to_string(pl.how)) + (pl.how == seg::strategy::group ? " g" + std::to_string(pl.group) : "") +
+                    (pl.per_seg > 1 ? " x" + std::to_string(pl.per_seg) : "");
+        r["tally_us"] = tm[0].graph_us;
+        r["cub_us"] = tm[1].graph_us;
+        r["flat_us"] = tm[2].graph_us;
+        r["ratio"] = tm[1].graph_us / tm[0].graph_us;
+        r["stream_ratio"] = tm[1].stream_us / tm[0].stream_us;
+        r["gbps"] = total * 4 / tm[0].graph_us / 1e3;
+        r["pct_ceiling"] = 100.0 * total * 4 / tm[0].graph_us / 1e3 / ceil.read_gbps;
+        r["check"] = verdict;
+        t.rows.push_back(r);
+        if (opt.progress)
+          opt.progress(std::string(by_rows ? "rows " : "columns ") + pow2(rows) + " x " + pow2(cols) + ": tally " +
+                       std::to_string(tm[0].graph_us) + " us, CUB " + std::to_string(tm[1].graph_us) + " us");
+      }
+    }
+  }
+  rep.tables.push_back(std::move(t));
+
+  // Ragged: heavy-tailed segment lengths, empty ones included, against CUB on the same offsets.
+  table g;
+  g.title = "sum f32 of ragged segments (Pareto lengths, a fifth empty): tally vs CUB (" + dev.name + ")";
+  g.columns = {{"total", "total", -1}, {"segments", "segments", -1}, {"plan", "tally plan", -1},
+               {"tally_us", "tally us", 2}, {"cub_us", "CUB us", 2}, {"ratio", "CUB/tally", 2},
+               {"gbps", "tally GB/s", 1}, {"pct_ceiling", "% ceiling", 1}};
+  for (int lt : totals) {
+    const std::uint64_t total = std::uint64_t(1) << lt;
+    for (std::uint64_t segments : {total / 4096, total / 64}) {
+      if (segments == 0) continue;
+      const auto h = ragged_offsets(total, segments, 11 + lt);
+      check(cudaMemcpy(offs.p, h.data(), h.size() * 8, cudaMemcpyHostToDevice), "offsets");
+      const auto* b = offs.as<std::int64_t>();
+      std::vector<call_fn> calls = {
+          [&](cudaStream_t s, std::uint64_t) {
+            reduce_segments(x.p, total, b, b + 1, segments, dtype::f32, op::sum, out.p, reinterpret_cast<stream_t>(s));
+          },
+          [&](cudaStream_t s, std::uint64_t) {
+            std::size_t tb = temp_bytes;
+            check(cub::DeviceSegmentedReduce::Sum(temp.p, tb, x.as<float>(), out.as<float>() + region,
+                                                  int(segments), b, b + 1, s),
+                  "cub::DeviceSegmentedReduce::Sum");
+          }};
+      const auto tm = time_interleaved(calls, stream, 1, plan);
+      const seg::plan pl = seg::last_plan();
+      json r;
+      r["total"] = pow2(total);
+      r["segments"] = pow2(segments);
+      r["plan"] = std::string(seg::to_string(pl.how)) + (pl.how == seg::strategy::group ? " g" + std::to_string(pl.group) : "");
+      r["tally_us"] = tm[0].graph_us;
+      r["cub_us"] = tm[1].graph_us;
+      r["ratio"] = tm[1].graph_us / tm[0].graph_us;
+      r["gbps"] = total * 4 / tm[0].graph_us / 1e3;
+      r["pct_ceiling"] = 100.0 * total * 4 / tm[0].graph_us / 1e3 / ceil.read_gbps;
+      g.rows.push_back(r);
+      if (opt.progress) opt.progress("ragged " + pow2(total) + ", " + pow2(segments) + " segments");
+    }
+  }
+  rep.tables.push_back(std::move(g));
+  cudaStreamDestroy(stream);
+  return rep;
+}
+
+}  // namespace tally::bench

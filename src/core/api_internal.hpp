@@ -1,0 +1,21 @@
+// The public API's argument checks and dispatch helpers, shared by the layers that add entry
+// points of their own (src/segmented/api.cpp). Defined in api.cpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "context.hpp"
+#include "tally/tally.hpp"
+
+namespace tally::core {
+
+std::string op_refusal(dtype t, op o, const options& opt);  // "" when (t, o, opt) is supported
+std::string stats_op_refusal(dtype t, const options& opt);
+kind kind_for(dtype t, op o, const options& opt);
+void check_input_pointer(const char* fn, const char* name, const void* p, std::uint64_t n, dtype t);
+void check_output_pointer(const char* fn, const void* p, std::size_t align, const std::string& what);
+value decode_value(dtype t, op o, const unsigned char* h);  // one result as reduce writes it
+std::string pointer_text(const void* p);
+
+}  // namespace tally::core

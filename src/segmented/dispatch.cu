@@ -1,0 +1,67 @@
+// The launcher table of the segmented layer, the ragged-offset check and the plan record.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "core/half.hpp"
+#include "segmented.hpp"
+
+namespace tally::seg {
+
+__global__ void seg_validate_kernel(const std::int64_t* d_begin, const std::int64_t* d_end, std::uint64_t segments,
+                                    std::uint64_t n, unsigned long long* d_status) {
+  const std::uint64_t stride = std::uint64_t(gridDim.x) * blockDim.x;
+  for (std::uint64_t s = std::uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; s < segments; s += stride) {
+    const std::int64_t b = d_begin[s], e = d_end[s];
+    if (b < 0 || b > e || static_cast<std::uint64_t>(e) > n) atomicMin(d_status, static_cast<unsigned long long>(s));
+  }
+}
+
+void validate_offsets(const problem& p, unsigned long long* d_status, cudaStream_t stream) {
+  core::check_cuda(cudaMemsetAsync(d_status, 0xff, sizeof(unsigned long long), stream),
+                   "cudaMemsetAsync(segment check word)");
+  if (p.outer == 0) return;
+  const unsigned blocks = static_cast<unsigned>(std::min<std::uint64_t>((p.outer + 255) / 256, 1024));
+  seg_validate_kernel<<<blocks, 256, 0, stream>>>(p.d_begin, p.d_end, p.outer, p.n, d_status);
+  core::check_cuda(cudaGetLastError(), "launching the segment offset check");
+}
+
+seg_launch_fn find_launcher(dtype t, core::kind k) {
+  using core::bf16_t;
+  using core::f16_t;
+  switch (t) {
+    case dtype::b8:
+    case dtype::u8: return launcher<std::uint8_t>(k);
+    case dtype::i8: return launcher<std::int8_t>(k);
+    case dtype::i16: return launcher<std::int16_t>(k);
+    case dtype::u16: return launcher<std::uint16_t>(k);
+    case dtype::i32: return launcher<std::int32_t>(k);
+    case dtype::u32: return launcher<std::uint32_t>(k);
+    case dtype::i64: return launcher<std::int64_t>(k);
+    case dtype::u64: return launcher<std::uint64_t>(k);
+    case dtype::f32: return launcher<float>(k);
+    case dtype::f64: return launcher<double>(k);
+    case dtype::f16: return launcher<f16_t>(k);
+    case dtype::bf16: return launcher<bf16_t>(k);
+  }
+  return nullptr;
+}
+
+namespace {
+thread_local plan g_last;
+}
+void record_plan(const plan& pl) { g_last = pl; }
+plan last_plan() { return g_last; }
+
+device_limits limits_for(const core::device_context& dev) {
+  device_limits d;
+  d.sm_count = dev.sm_count;
+  d.max_threads_per_sm = dev.max_threads_per_sm;
+  d.partial_bytes = core::kSegScratchBytes;
+  d.max_tiles = core::kSegCounters;
+  return d;
+}
+
+
+
+}  // namespace tally::seg

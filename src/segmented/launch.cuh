@@ -1,0 +1,126 @@
+// Host side of the segmented layer: the launch of a plan for (T, Op), and the table of
+// launchers per (element type, kind) that api.cpp looks up.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <type_traits>
+
+#include "core/context.hpp"
+#include "core/launch.cuh"
+#include "kernels.cuh"
+#include "segmented.hpp"
+
+namespace tally::seg {
+
+template <class T, class Op>
+seg_args<T, Op> make_args(const void* d_in, const problem& p, const plan& pl, void* d_out, const seg_ctx& c) {
+  return {static_cast<const T*>(d_in), static_cast<typename Op::out_type*>(d_out), p, pl.group, pl.per_seg,
+          pl.col_vecs, pl.vec, static_cast<typename Op::acc_type*>(core::segmented_scratch(*c.ws)),
+          c.ws->d_seg_counters, c.d_status};
+}
+template <class T, class Op>
+plan plan_of(const problem& p, bool exact, const seg_ctx& c) {
+  const plan pl = make_plan(p, sizeof(T), sizeof(typename Op::acc_type), exact, c.limits);
+  record_plan(pl);
+  return pl;
+}
+
+inline void check_launch(const char* what) { core::check_cuda(cudaGetLastError(), what); }
+
+// Any op but the exact ones: group, split or columns.
+template <class T, class Op>
+void launch(const void* d_in, const problem& p, bool, void* d_out, const seg_ctx& c) {
+  const plan pl = plan_of<T, Op>(p, false, c);
+  const auto a = make_args<T, Op>(d_in, p, pl, d_out, c);
+  if (pl.blocks == 0) return;
+  switch (pl.how) {
+    case strategy::group:
+      seg_group_kernel<T, Op, kGroupBlock><<<pl.blocks, kGroupBlock, 0, c.stream>>>(a);
+      return check_launch("launching the segmented group kernel");
+    case strategy::split:
+      seg_split_kernel<T, Op, kSplitBlock><<<pl.blocks, kSplitBlock, 0, c.stream>>>(a);
+      return check_launch("launching the segmented split kernel");
+    case strategy::columns:
+      seg_columns_kernel<T, Op, kColumnsBlock><<<pl.blocks, kColumnsBlock, 0, c.stream>>>(a);
+      return check_launch("launching the segmented columns kernel");
+    default:
+      throw error("tally: internal error: segmented plan " + std::string(to_string(pl.how)) + " for a non-exact op");
+  }
+}
+
+// Exact sums and means (inner == 1): a block per segment, or the 1-D exact reduce per segment.
+template <class T, core::exact_form F>
+void launch_exact(const void* d_in, const problem& p, bool, void* d_out, const seg_ctx& c) {
+  using Op = core::op_exact<T, F>;
+  using R = typename Op::out_type;
+  const plan pl = plan_of<T, Op>(p, true, c);
+  if (pl.how == strategy::exact_launches) {
+    core::launch_ctx lc{c.dev, c.stream, c.ws};
+    for (std::uint64_t s = 0; s < p.outer; ++s)
+      core::launch_exact<T, F>(static_cast<const T*>(d_in) + s * p.outer_stride, p.length, static_cast<R*>(d_out) + s, lc);
+    return;
+  }
+  if (pl.blocks == 0) return;
+  const auto a = make_args<T, Op>(d_in, p, pl, d_out, c);
+  seg_exact_kernel<T, Op, kSplitBlock><<<pl.blocks, kSplitBlock, 0, c.stream>>>(a);
+  check_launch("launching the segmented exact kernel");
+}
+
+// The launcher of kind k on element type T (nullptr where undefined). argmin/argmax use the
+// general form (value and 64-bit index), which never re-reads the input.
+template <class T>
+seg_launch_fn launcher(core::kind k) {
+  using core::kind;
+  constexpr bool is_int = std::is_integral_v<T>, is_fp = core::is_float_v<T>;
+  if constexpr (std::is_same_v<T, bool>) {
+    return nullptr;
+  } else {
+    switch (k) {
+      case kind::sum: return &launch<T, core::op_sum<T>>;
+      case kind::prod: return &launch<T, core::op_prod<T>>;
+      case kind::min: return &launch<T, core::op_min<T>>;
+      case kind::max: return &launch<T, core::op_max<T>>;
+      case kind::all: return &launch<T, core::op_all<T>>;
+      case kind::any: return &launch<T, core::op_any<T>>;
+      case kind::argmin: return &launch<T, core::op_arg<T, false, false>>;
+      case kind::argmax: return &launch<T, core::op_arg<T, true, false>>;
+      case kind::stats: return &launch<T, core::op_stats<T, false>>;
+      case kind::mean:
+        if constexpr (is_fp) return &launch<T, core::op_mean<core::op_sum<T>, core::mean_out_t<T>>>;
+        else return &launch<T, core::op_mean_int<T>>;
+      default: break;
+    }
+    if constexpr (is_int) {
+      switch (k) {
+        case kind::bit_and: return &launch<T, core::op_bit_and<T>>;
+        case kind::bit_or: return &launch<T, core::op_bit_or<T>>;
+        case kind::bit_xor: return &launch<T, core::op_bit_xor<T>>;
+        default: break;
+      }
+    }
+    if constexpr (is_fp) {
+      switch (k) {
+        case kind::min_ignore: return &launch<T, core::op_min_ignore<T>>;
+        case kind::max_ignore: return &launch<T, core::op_max_ignore<T>>;
+        case kind::argmin_ignore: return &launch<T, core::op_arg<T, false, true>>;
+        case kind::argmax_ignore: return &launch<T, core::op_arg<T, true, true>>;
+        case kind::stats_ignore: return &launch<T, core::op_stats<T, true>>;
+        case kind::sum_sq: return &launch<T, core::op_sum_sq<T, false>>;
+        case kind::norm2:
+          if constexpr (std::is_same_v<T, double>) return &launch<T, core::op_norm2_f64>;
+          else return &launch<T, core::op_sum_sq<T, true>>;
+        case kind::sum_comp: return &launch<T, core::op_sum_comp<T>>;
+        case kind::mean_comp: return &launch<T, core::op_mean<core::op_sum_comp<T>, core::num_t<T>>>;
+        case kind::sum_exact: return &launch_exact<T, core::exact_form::sum>;
+        case kind::mean_exact: return &launch_exact<T, core::exact_form::mean>;
+        default: break;
+      }
+    }
+    return nullptr;
+  }
+}
+
+}  // namespace tally::seg
+
+#define TALLY_INSTANTIATE_SEGMENTED(T) template tally::seg::seg_launch_fn tally::seg::launcher<T>(tally::core::kind);

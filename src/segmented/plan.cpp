@@ -1,0 +1,133 @@
+// The strategy rule of the segmented layer: from the shape (and, for ragged segments, the mean
+// length) and the device's SM count. Deterministic: the same shape on the same GPU always gets
+// the same plan, so results are the same bits run to run.
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "problem.hpp"
+
+namespace tally::seg {
+namespace {
+
+std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
+std::uint64_t pow2_floor(std::uint64_t x) {
+  std::uint64_t p = 1;
+  while (p * 2 <= x) p *= 2;
+  return p;
+}
+std::uint64_t pow2_ceil(std::uint64_t x) {
+  std::uint64_t p = 1;
+  while (p < x) p *= 2;
+  return p;
+}
+// Segments at least this many 16-byte vectors long go to whole blocks (a warp would loop more
+// than 64 rounds of 4 vectors per lane over them).
+constexpr std::uint64_t kBlockSegmentVectors = 32 * 4 * 64;
+// A block of the split kernel should keep at least this many rounds of its 4 loads per thread.
+constexpr std::uint64_t kMinRoundsPerBlock = 4;
+// Exact sums over at most this many segments, each at least this long, run as 1-D launches.
+constexpr std::uint64_t kExactLaunchesMax = 64;
+constexpr std::uint64_t kExactLaunchMinElems = std::uint64_t(1) << 22;
+
+}  // namespace
+
+const char* to_string(strategy s) {
+  switch (s) {
+    case strategy::group: return "group";
+    case strategy::split: return "split";
+    case strategy::columns: return "columns";
+    case strategy::exact_block: return "exact_block";
+    case strategy::exact_launches: return "exact_launches";
+  }
+  return "?";
+}
+
+plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, const device_limits& d) {
+  plan r;
+  if (p.results() == 0) {  // nothing to compute (and no division by a zero count below)
+    r.blocks = 0;
+    r.why = "no results";
+    return r;
+  }
+  const std::uint64_t vn = 16 / static_cast<std::uint64_t>(elem_bytes);
+  const std::uint64_t sms = static_cast<std::uint64_t>(std::max(1, d.sm_count));
+  const std::uint64_t segments = p.outer;
+  const std::uint64_t length = p.ragged() ? (segments ? p.n / segments : 0) : p.length;  // mean for ragged
+  const std::uint64_t resident_split = sms * std::max(1, d.max_threads_per_sm / kSplitBlock);
+  const std::uint64_t slots = d.partial_bytes / static_cast<std::uint64_t>(std::max(acc_bytes, 1));
+
+  if (!p.contiguous()) {
+    // Columns: a tile of adjacent results, lanes along the axis.
+    r.how = strategy::columns;
+    r.vec = p.inner % vn == 0 && (p.length_stride * elem_bytes) % 16 == 0 &&
+            (p.outer_stride * elem_bytes) % 16 == 0;
+    const std::uint64_t per_vec = r.vec ? vn : 1;
+    const std::uint64_t vecs = ceil_div(p.inner, per_vec);
+    r.col_vecs = static_cast<int>(std::min<std::uint64_t>(kColumnsBlock, pow2_ceil(vecs)));
+    const std::uint64_t lanes = kColumnsBlock / r.col_vecs;
+    const std::uint64_t cols_per_tile = std::uint64_t(r.col_vecs) * per_vec;
+    const std::uint64_t tiles = p.outer * ceil_div(p.inner, cols_per_tile);
+    const std::uint64_t resident = sms * (d.max_threads_per_sm / kColumnsBlock);
+    std::uint64_t per = 1;
+    if (tiles < resident) {
+      per = ceil_div(resident, tiles);
+      per = std::min<std::uint64_t>(per, std::max<std::uint64_t>(1, p.length / (lanes * 8)));  // >= 8 rows per lane
+      per = std::min<std::uint64_t>(per, slots / std::max<std::uint64_t>(1, tiles * cols_per_tile));
+      if (tiles > d.max_tiles) per = 1;
+      per = std::max<std::uint64_t>(per, 1);
+    }
+    r.per_seg = static_cast<unsigned>(per);
+    r.blocks = static_cast<unsigned>(std::min<std::uint64_t>(tiles * per, resident * 4));
+    r.why = "inner " + std::to_string(p.inner) + ", axis stride " + std::to_string(p.length_stride) + ": tiles of " + std::to_string(cols_per_tile) +
+            " results x " + std::to_string(lanes) + " lanes along the axis" +
+            (r.vec ? ", 16-byte loads" : ", element loads (rows not 16-byte aligned)") +
+            (per > 1 ? ", " + std::to_string(per) + " blocks per tile" : "");
+    return r;
+  }
+
+  if (exact) {
+    if (!p.ragged() && segments <= kExactLaunchesMax && length >= kExactLaunchMinElems) {
+      r.how = strategy::exact_launches;
+      r.why = std::to_string(segments) + " long segments: the 1-D exact reduce on each";
+    } else {
+      r.how = strategy::exact_block;
+      r.blocks = static_cast<unsigned>(std::min<std::uint64_t>(std::max<std::uint64_t>(segments, 1), resident_split * 8));
+      r.why = "exact: a block per segment, the block's exact accumulator";
+    }
+    return r;
+  }
+
+  const std::uint64_t nvec = length / vn;
+  // Ragged segments of a mean length past a few warps' worth go to blocks (a block per segment):
+  // a heavy tail puts most of the data in segments far longer than the mean.
+  const std::uint64_t block_from = p.ragged() ? 256 : kBlockSegmentVectors;
+  if (nvec < block_from) {
+    // Short and middle segments: about four vectors per lane, at most a warp per segment.
+    r.how = strategy::group;
+    r.group = static_cast<int>(std::min<std::uint64_t>(32, pow2_floor(std::max<std::uint64_t>(1, nvec / 4))));
+    const std::uint64_t threads = std::max<std::uint64_t>(1, segments) * r.group;
+    const std::uint64_t resident = sms * (d.max_threads_per_sm / kGroupBlock);
+    r.blocks = static_cast<unsigned>(std::min<std::uint64_t>(ceil_div(threads, kGroupBlock), resident));
+    r.why = std::to_string(r.group) + " lane(s) per segment of " + (p.ragged() ? "mean " : "") +
+            std::to_string(length) + " elements";
+    return r;
+  }
+  // Long segments: blocks, several per segment when there are too few segments to fill the GPU.
+  r.how = strategy::split;
+  std::uint64_t per = 1;
+  if (segments < resident_split && !p.ragged()) {
+    per = ceil_div(resident_split, segments);
+    per = std::min<std::uint64_t>(per, std::max<std::uint64_t>(1, nvec / (kSplitBlock * 4 * kMinRoundsPerBlock)));
+    per = std::min<std::uint64_t>(per, slots / std::max<std::uint64_t>(1, segments));
+    if (segments > d.max_tiles) per = 1;
+    per = std::max<std::uint64_t>(per, 1);
+  }
+  r.per_seg = static_cast<unsigned>(per);
+  r.blocks = static_cast<unsigned>(std::min<std::uint64_t>(segments * per, resident_split * 8));
+  r.why = (per > 1 ? std::to_string(per) + " blocks per segment of " : "a block per segment of ") +
+          std::string(p.ragged() ? "mean " : "") + std::to_string(length) + " elements";
+  return r;
+}
+
+}  // namespace tally::seg

@@ -1,0 +1,70 @@
+// A batch of reductions as tally's segmented layer sees it, and the plan that says how to run it.
+//
+// Every axis reduction is an (outer, length, inner) problem over a strided view: result
+// (o, i) = reduce over k < length of x[o * outer_stride + k * length_stride + i], written at
+// d_out[o * inner + i]. Rows of a rows x cols matrix with leading dimension ld are
+// (rows, cols, 1) with outer_stride = ld; its columns are (1, rows, cols) with length_stride = ld;
+// axis a of a contiguous array of dims d is (prod d[<a], d[a], prod d[>a]). Ragged segments
+// (begin/end offsets on the device) are (segments, -, 1) with per-segment ranges.
+//
+//   rows 3 x 4, ld 4: {1 2 3 4 | 5 6 7 8 | 9 10 11 12}, sum -> {10, 26, 42}
+//   columns of the same:                               sum -> {15, 18, 21, 24}
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace tally::seg {
+
+struct problem {
+  std::uint64_t outer = 0, length = 0, inner = 1;
+  std::uint64_t outer_stride = 0, length_stride = 1;  // in elements
+  const std::int64_t* d_begin = nullptr;              // ragged segments (device), else null
+  const std::int64_t* d_end = nullptr;
+  std::uint64_t n = 0;  // ragged: elements at d_in; every offset must lie in [0, n]
+  bool ragged() const { return d_begin != nullptr; }
+  // Every result reads one contiguous range (rows, ragged segments, trailing axes).
+  bool contiguous() const { return ragged() || (inner == 1 && (length_stride == 1 || length <= 1)); }
+  std::uint64_t results() const { return outer * inner; }
+};
+
+// How a problem runs (one launch each; exact adds one launch per segment for few long ones).
+//   group:    inner == 1, short and middle segments: `group` lanes (1..32) of a warp per
+//             segment, 16-byte loads, a shuffle tree inside the group.
+//   split:    inner == 1, long segments: `per_seg` blocks per segment (1: a block per
+//             segment), each reducing a grid-stride share with the core's block code; the last
+//             block of a segment combines the partials in block order.
+//   columns:  inner > 1 or a strided axis: a block covers col_vecs vectors of adjacent results (16-byte loads when
+//             `vec`) and BLOCK / col_vecs lanes along the axis, combined in a fixed tree in shared
+//             memory; `per_seg` blocks share a tile's axis, combined like split.
+//   exact_block / exact_launches: exact sums (inner == 1): a block per segment with the block's
+//             exact accumulator, or, for a few long segments, the 1-D exact reduce per segment.
+enum class strategy : int { group, split, columns, exact_block, exact_launches };
+const char* to_string(strategy s);
+
+struct plan {
+  strategy how = strategy::group;
+  int group = 32;
+  unsigned blocks = 0;   // grid of the main launch
+  unsigned per_seg = 1;  // split / columns: blocks sharing one segment or tile
+  int col_vecs = 1;      // columns: vectors (of 16 bytes, or single elements) across a tile
+  bool vec = true;       // columns: 16-byte loads
+  std::string why;       // the rule's reasons, for `tally bench segmented` and --debug
+};
+
+// What the rule reads about the device and the workspace.
+struct device_limits {
+  int sm_count = 0;
+  int max_threads_per_sm = 2048;
+  std::uint64_t partial_bytes = 4u << 20;  // the segmented partials buffer of a workspace
+  unsigned max_tiles = 2048;     // per-segment counters in the workspace
+};
+
+inline constexpr int kGroupBlock = 256;    // threads per block of the group kernel
+inline constexpr int kSplitBlock = 512;    // and of the split and exact kernels
+inline constexpr int kColumnsBlock = 256;  // and of the columns kernel
+
+// acc_bytes: the op's accumulator (partials of split and columns plans are that large).
+plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, const device_limits& d);
+
+}  // namespace tally::seg

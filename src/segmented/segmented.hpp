@@ -1,0 +1,40 @@
+// The segmented layer's host-side interface to api.cpp: the launcher table, the device-side check
+// of ragged offsets, and the record of the last plan (tests, `tally bench segmented`).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "core/context.hpp"
+#include "problem.hpp"
+#include "tally/tally.hpp"
+
+namespace tally::seg {
+
+struct seg_ctx {
+  const core::device_context* dev;
+  cudaStream_t stream;
+  core::workspace* ws;
+  const unsigned long long* d_status;  // ragged: the offset check word, else null
+  device_limits limits;
+};
+// Plans (make_plan with the op's accumulator size), records the plan and launches it.
+using seg_launch_fn = void (*)(const void* d_in, const problem& p, bool exact, void* d_out, const seg_ctx& c);
+// The launcher of kind k on element type T (launch.cuh; instantiated in instantiate_<type>.cu).
+template <class T>
+seg_launch_fn launcher(core::kind k);
+// The launcher of (dtype, kind) (nullptr where undefined).
+seg_launch_fn find_launcher(dtype t, core::kind k);
+
+inline constexpr unsigned long long kStatusOkHost = ~0ull;
+// Sets *d_status to kStatusOkHost, then to the smallest s with bad offsets (stream-ordered).
+void validate_offsets(const problem& p, unsigned long long* d_status, cudaStream_t stream);
+
+// The plan of the last segmented call on this thread.
+void record_plan(const plan& pl);
+plan last_plan();
+// What the plan rule reads about the current device (the same for every stream and capture).
+device_limits limits_for(const core::device_context& dev);
+
+}  // namespace tally::seg

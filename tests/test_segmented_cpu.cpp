@@ -1,0 +1,104 @@
+// The segmented layer's plan rule and argument checks, without a GPU.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+
+#include "segmented/problem.hpp"
+#include "support.hpp"
+#include "tally/tally.hpp"
+
+namespace tally::test {
+namespace {
+
+seg::device_limits h100() {
+  seg::device_limits d;
+  d.sm_count = 132;
+  d.max_threads_per_sm = 2048;
+  d.partial_bytes = 4u << 20;
+  d.max_tiles = 2048;
+  return d;
+}
+seg::problem rows(std::uint64_t r, std::uint64_t c) {
+  seg::problem p;
+  p.outer = r, p.length = c, p.inner = 1, p.outer_stride = c, p.length_stride = 1;
+  return p;
+}
+seg::problem columns(std::uint64_t r, std::uint64_t c) {
+  seg::problem p;
+  p.outer = 1, p.length = r, p.inner = c, p.length_stride = c;
+  return p;
+}
+
+TEST(SegmentedPlanCpu, StrategyFollowsTheShape) {
+  // 16-element f32 rows: one lane per row (four 16-byte loads each).
+  auto pl = seg::make_plan(rows(1u << 24, 16), 4, 4, false, h100());
+  EXPECT_EQ(pl.how, seg::strategy::group);
+  EXPECT_EQ(pl.group, 1);
+  // 256-element rows: 16 lanes; 4096: a warp.
+  EXPECT_EQ(seg::make_plan(rows(1u << 20, 256), 4, 4, false, h100()).group, 16);
+  EXPECT_EQ(seg::make_plan(rows(1u << 16, 4096), 4, 4, false, h100()).group, 32);
+  // 16 rows of 2^24: blocks, several per row to fill 132 SMs; 4096 rows of 2^16: a block each.
+  pl = seg::make_plan(rows(16, 1u << 24), 4, 4, false, h100());
+  EXPECT_EQ(pl.how, seg::strategy::split);
+  EXPECT_GE(pl.per_seg * 16u, 264u);
+  pl = seg::make_plan(rows(4096, 1u << 16), 4, 4, false, h100());
+  EXPECT_EQ(pl.how, seg::strategy::split);
+  EXPECT_EQ(pl.per_seg, 1u);
+  // Columns: tiles with lanes along the axis; 16 columns of 2^24 rows split the axis over blocks.
+  pl = seg::make_plan(columns(1u << 24, 16), 4, 4, false, h100());
+  EXPECT_EQ(pl.how, seg::strategy::columns);
+  EXPECT_TRUE(pl.vec);
+  EXPECT_EQ(pl.col_vecs, 4);
+  EXPECT_GT(pl.per_seg, 1u);
+  EXPECT_LE(pl.per_seg * 16u * 4u, 4u << 20);  // partials fit the buffer
+  // Unaligned rows (ld * 4 not a multiple of 16): element loads.
+  seg::problem c = columns(1000, 7);
+  EXPECT_FALSE(seg::make_plan(c, 4, 4, false, h100()).vec);
+  // Exact: blocks per segment, or 1-D launches for a few long rows.
+  EXPECT_EQ(seg::make_plan(rows(1000, 1000), 4, 4, true, h100()).how, seg::strategy::exact_block);
+  EXPECT_EQ(seg::make_plan(rows(16, 1u << 24), 4, 4, true, h100()).how, seg::strategy::exact_launches);
+  // A strided single column is not contiguous.
+  seg::problem one = columns(1000, 1);
+  one.length_stride = 5;
+  EXPECT_EQ(seg::make_plan(one, 4, 4, false, h100()).how, seg::strategy::columns);
+}
+
+TEST(SegmentedPlanCpu, SameShapeSamePlan) {
+  const auto a = seg::make_plan(rows(12345, 777), 8, 4, false, h100());
+  const auto b = seg::make_plan(rows(12345, 777), 8, 4, false, h100());
+  EXPECT_EQ(a.how, b.how);
+  EXPECT_EQ(a.group, b.group);
+  EXPECT_EQ(a.blocks, b.blocks);
+  EXPECT_EQ(a.per_seg, b.per_seg);
+}
+
+// Argument errors are found before anything touches a GPU.
+TEST(SegmentedArgsCpu, ClearErrors) {
+  alignas(16) static float fake[64];
+  float* d = fake;
+  EXPECT_NE(error_of([&] { reduce_rows(d, 4, 10, 8, dtype::f32, op::sum, d); }).find("ld 8 is smaller than a row"),
+            std::string::npos);
+  const std::uint64_t dims[3] = {2, 3, 4};
+  EXPECT_NE(error_of([&] { reduce_axis(d, dims, 3, 2, 2, dtype::f32, op::sum, d); }).find("out of range"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { reduce_axis(d, dims, 3, -1, 1, dtype::f32, op::sum, d); }).find("out of range"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { reduce_rows(nullptr, 4, 10, 10, dtype::f32, op::sum, d); }).find("d_in is null"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { reduce_rows(d, 4, 10, 10, dtype::f32, op::bit_and, d); }).find("bitwise"),
+            std::string::npos);
+  options ex;
+  ex.mode = accuracy::exact;
+  EXPECT_NE(error_of([&] { reduce_columns(d, 4, 10, 10, dtype::f32, op::sum, d, nullptr, ex); }).find("exact mode runs along the last axis"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { reduce_segments(d, 10, nullptr, nullptr, 3, dtype::f32, op::sum, d); }).find("d_begin is null"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { reduce_rows(d, 4, 10, 10, dtype::f32, op::argmax, reinterpret_cast<char*>(d) + 4); })
+                .find("not aligned to 8 bytes"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { stats_rows(d, 4, 10, 10, dtype::b8, d); }).find("b8"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tally::test

@@ -1,0 +1,365 @@
+// Rows, columns, axes and ragged segments (src/segmented) against a CPU reference: every
+// strategy of the plan (group, split, columns, exact), edge shapes, NaN and tie rules, exact mode
+// bitwise equal to the 1-D exact reduce of each row, bad input, determinism and graph capture.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "segmented/problem.hpp"
+#include "segmented/segmented.hpp"
+#include "support.hpp"
+#include "tally/tally.hpp"
+
+namespace tally::test {
+namespace {
+
+// The expected result of one range: a value (exact in double: the data are small integers) and,
+// for argmin/argmax, the index inside the range (-1 when empty).
+struct expect {
+  double v = 0;
+  std::int64_t index = -1;
+  bool empty = false;
+};
+
+template <class T>
+expect cpu_reduce(const std::vector<T>& x, const std::vector<std::uint64_t>& idx, op o) {
+  expect r;
+  r.empty = idx.empty();
+  long double s = 0, sq = 0;
+  std::uint64_t bx = 0;
+  std::int64_t best = -1;
+  for (std::uint64_t k = 0; k < idx.size(); ++k) {
+    const T e = x[idx[k]];
+    s += static_cast<long double>(e);
+    sq += static_cast<long double>(e) * static_cast<long double>(e);
+    if constexpr (std::is_integral_v<T>) bx ^= static_cast<std::uint64_t>(e);
+    const bool lo = o == op::argmin || o == op::min;
+    if (best < 0 || (lo ? e < x[idx[best]] : e > x[idx[best]])) best = static_cast<std::int64_t>(k);
+  }
+  switch (o) {
+    case op::sum: r.v = static_cast<double>(s); break;
+    case op::sum_sq: r.v = static_cast<double>(sq); break;
+    case op::mean: r.v = idx.empty() ? std::nan("") : static_cast<double>(s) / static_cast<double>(idx.size()); break;
+    case op::bit_xor: r.v = static_cast<double>(static_cast<T>(bx)); break;
+    default:  // min, max, argmin, argmax
+      if (best >= 0) r.v = static_cast<double>(x[idx[best]]);
+      r.index = (o == op::argmin || o == op::argmax) ? best : -1;
+  }
+  return r;
+}
+
+template <class T>
+constexpr dtype dtype_of() {
+  if constexpr (std::is_same_v<T, float>) return dtype::f32;
+  else if constexpr (std::is_same_v<T, double>) return dtype::f64;
+  else if constexpr (std::is_same_v<T, std::int32_t>) return dtype::i32;
+  else if constexpr (std::is_same_v<T, std::uint8_t>) return dtype::u8;
+  else return dtype::i64;
+}
+
+// Checks the results of one call (count results at d_out) against the reference per result.
+template <class T>
+void check_results(const char* what, const std::vector<T>& x, const std::vector<std::vector<std::uint64_t>>& ranges,
+                   op o, const device_buffer& out) {
+  const dtype t = dtype_of<T>();
+  const std::vector<value> got = results_to_values(out.get(), ranges.size(), t, o);
+  int shown = 0;
+  for (std::size_t r = 0; r < ranges.size() && shown < 5; ++r) {
+    const expect e = cpu_reduce(x, ranges[r], o);
+    const bool arg = o == op::argmin || o == op::argmax;
+    bool ok;
+    if (e.empty && (o == op::min || o == op::max)) ok = got[r] == identity(t, o);
+    else if (e.empty && arg) ok = got[r].index == -1;
+    else if (std::isnan(e.v)) ok = std::isnan(got[r].as_double());
+    else if (result_dtype(t, o) == dtype::f32) ok = got[r].as_double() == static_cast<double>(static_cast<float>(e.v));
+    else ok = got[r].as_double() == e.v && (!arg || got[r].index == e.index);
+    if (!ok) {
+      ++shown;
+      ADD_FAILURE() << what << " " << to_string(t) << " " << to_string(o) << ": result " << r << " of "
+                    << ranges.size() << " (length " << ranges[r].size() << "): got " << got[r].to_string()
+                    << " index " << got[r].index << ", want " << e.v << " index " << e.index << " (seed "
+                    << test_seed() << ")";
+    }
+  }
+}
+
+template <class T>
+std::vector<T> small_ints(std::uint64_t n, std::uint64_t seed) {
+  if constexpr (std::is_unsigned_v<T>) return random_vector<T>(n, seed, 0, 15);
+  else if constexpr (std::is_integral_v<T>) return random_vector<T>(n, seed, -8, 8);
+  else {
+    auto v = random_vector<T>(n, seed, -8, 9);
+    for (auto& x : v) x = std::floor(x);  // integers: float sums are exact, results compare bitwise
+    return v;
+  }
+}
+
+template <class T>
+std::vector<op> ops_for() {
+  std::vector<op> ops{op::sum, op::min, op::max, op::argmin, op::argmax, op::mean};
+  if constexpr (std::is_floating_point_v<T>) ops.push_back(op::sum_sq);
+  else ops.push_back(op::bit_xor);
+  return ops;
+}
+
+// Rows of a rows x cols matrix with leading dimension ld, every op, against the reference.
+template <class T>
+void rows_case(std::uint64_t rows, std::uint64_t cols, std::uint64_t ld) {
+  const std::uint64_t span = rows == 0 || cols == 0 ? 0 : (rows - 1) * ld + cols;
+  const auto x = small_ints<T>(std::max<std::uint64_t>(span, 1), test_seed() + rows * 31 + cols);
+  device_buffer d(x.size() * sizeof(T));
+  d.upload(x.data(), x.size() * sizeof(T));
+  std::vector<std::vector<std::uint64_t>> ranges(rows), cranges(cols);
+  for (std::uint64_t r = 0; r < rows; ++r)
+    for (std::uint64_t c = 0; c < cols; ++c) ranges[r].push_back(r * ld + c), cranges[c].push_back(r * ld + c);
+  for (op o : ops_for<T>()) {
+    const dtype t = dtype_of<T>();
+    device_buffer out(std::max<std::uint64_t>(rows, cols) * result_bytes(t, o) + 16);
+    const std::string shape = std::to_string(rows) + "x" + std::to_string(cols) + " ld " + std::to_string(ld);
+    reduce_rows(d.get(), rows, cols, ld, t, o, out.get());
+    check_results(("rows " + shape + " (" + seg::to_string(seg::last_plan().how) + ")").c_str(), x, ranges, o, out);
+    reduce_columns(d.get(), rows, cols, ld, t, o, out.get());
+    check_results(("columns " + shape + " (" + seg::to_string(seg::last_plan().how) + ")").c_str(), x, cranges, o, out);
+  }
+}
+
+template <class T>
+void rows_suite() {
+  const std::uint64_t shapes[][3] = {
+      {0, 5, 5}, {5, 0, 0}, {1, 1, 1}, {1, 1000, 1000}, {1000, 1, 3}, {3, 33, 35}, {64, 16, 16},
+      {257, 7, 9}, {100, 256, 260}, {9, 4099, 4099}, {2, 200003, 200005}, {1000, 1, 1},
+  };
+  for (const auto& s : shapes) rows_case<T>(s[0], s[1], s[2]);
+  for (std::uint64_t cols = 1; cols <= 33; ++cols) rows_case<T>(19, cols, cols + (cols % 3));
+  if (!small_only()) {
+    rows_case<T>(1u << 16, 16, 16);   // the group kernel, one lane per row
+    rows_case<T>(5, 1u << 20, 1u << 20);  // split: several blocks per row
+    rows_case<T>(1u << 12, 12, 16);   // 16-byte aligned rows of 12
+  }
+}
+
+TEST(SegmentedGpu, RowsAndColumnsF32) { TALLY_REQUIRE_GPU(); rows_suite<float>(); }
+TEST(SegmentedGpu, RowsAndColumnsF64) { TALLY_REQUIRE_GPU(); rows_suite<double>(); }
+TEST(SegmentedGpu, RowsAndColumnsI32) { TALLY_REQUIRE_GPU(); rows_suite<std::int32_t>(); }
+TEST(SegmentedGpu, RowsAndColumnsU8) { TALLY_REQUIRE_GPU(); rows_suite<std::uint8_t>(); }
+
+// Axis k of a 4-D array, and two adjacent axes at once, against the reference.
+TEST(SegmentedGpu, AxesOfA4DArray) {
+  TALLY_REQUIRE_GPU();
+  const std::uint64_t dims[4] = {3, 5, 7, 9};
+  const std::uint64_t n = 3 * 5 * 7 * 9;
+  const auto x = small_ints<float>(n, test_seed() + 4);
+  device_buffer d(n * 4);
+  d.upload(x.data(), n * 4);
+  for (int axis = 0; axis < 4; ++axis)
+    for (int count = 1; axis + count <= 4; ++count) {
+      std::uint64_t outer = 1, len = 1, inner = 1;
+      for (int k = 0; k < 4; ++k) (k < axis ? outer : k < axis + count ? len : inner) *= dims[k];
+      std::vector<std::vector<std::uint64_t>> ranges(outer * inner);
+      for (std::uint64_t o = 0; o < outer; ++o)
+        for (std::uint64_t i = 0; i < inner; ++i)
+          for (std::uint64_t k = 0; k < len; ++k) ranges[o * inner + i].push_back((o * len + k) * inner + i);
+      for (op o : {op::sum, op::argmax, op::min}) {
+        device_buffer out(outer * inner * 16);
+        reduce_axis(d.get(), dims, 4, axis, count, dtype::f32, o, out.get());
+        check_results(("axis " + std::to_string(axis) + " count " + std::to_string(count)).c_str(), x, ranges, o, out);
+      }
+    }
+}
+
+// Ragged segments: heavy-tailed lengths with empty ones, overlapping and unordered ranges.
+TEST(SegmentedGpu, RaggedSegments) {
+  TALLY_REQUIRE_GPU();
+  std::mt19937_64 rng(test_seed());
+  for (std::uint64_t segments : {0ull, 1ull, 7ull, 1000ull, small_only() ? 2000ull : 50000ull}) {
+    std::vector<std::int64_t> b, e;
+    std::int64_t at = 0;
+    for (std::uint64_t s = 0; s < segments; ++s) {
+      const double u = std::uniform_real_distribution<double>(0, 1)(rng);
+      const std::int64_t len = s % 5 == 0 ? 0 : static_cast<std::int64_t>(std::pow(u, 4.0) * (small_only() ? 3000 : 40000));
+      b.push_back(at), e.push_back(at + len);
+      at += len;
+    }
+    if (segments >= 7) {  // an overlapping and an out-of-order segment
+      b[3] = 0, e[3] = std::min<std::int64_t>(at, 100);
+      std::swap(b[5], b[6]), std::swap(e[5], e[6]);
+    }
+    const std::uint64_t n = static_cast<std::uint64_t>(std::max<std::int64_t>(at, 1));
+    const auto x = small_ints<std::int32_t>(n, test_seed() + segments);
+    device_buffer d(n * 4), db(segments * 8 + 8), de(segments * 8 + 8);
+    d.upload(x.data(), n * 4);
+    if (segments) db.upload(b.data(), segments * 8), de.upload(e.data(), segments * 8);
+    std::vector<std::vector<std::uint64_t>> ranges(segments);
+    for (std::uint64_t s = 0; s < segments; ++s)
+      for (std::int64_t k = b[s]; k < e[s]; ++k) ranges[s].push_back(static_cast<std::uint64_t>(k));
+    for (op o : {op::sum, op::max, op::argmin, op::bit_xor}) {
+      device_buffer out(segments * 16 + 16);
+      reduce_segments(d.get(), n, static_cast<const std::int64_t*>(db.get()), static_cast<const std::int64_t*>(de.get()),
+                      segments, dtype::i32, o, out.get());
+      check_results(("segments " + std::to_string(segments)).c_str(), x, ranges, o, out);
+    }
+  }
+}
+
+// Exact sums of rows and segments are the 1-D exact reduce of each, bit for bit (wide-range data
+// that flushes into the long accumulator, long rows run as 1-D launches, short rows by blocks).
+TEST(SegmentedGpu, ExactRowsEqualOneDimensionalExact) {
+  TALLY_REQUIRE_GPU();
+  for (const auto& rc : std::vector<std::pair<std::uint64_t, std::uint64_t>>{
+           {37, 1000}, {3, 100003}, {200, 33}, {4, small_only() ? 70000 : (1u << 22) + 5}}) {
+    const std::uint64_t rows = rc.first, cols = rc.second, n = rows * cols;
+    std::mt19937_64 rng(test_seed() + n);
+    std::vector<double> x(n);
+    for (auto& v : x) v = std::ldexp(std::uniform_real_distribution<double>(-1, 1)(rng), static_cast<int>(rng() % 120) - 60);
+    std::vector<float> xf(x.begin(), x.end());
+    device_buffer d64(n * 8), d32(n * 4), out(rows * 8);
+    d64.upload(x.data(), n * 8);
+    d32.upload(xf.data(), n * 4);
+    options ex;
+    ex.mode = accuracy::exact;
+    for (dtype t : {dtype::f64, dtype::f32}) {
+      const void* din = t == dtype::f64 ? d64.get() : d32.get();
+      for (op o : {op::sum, op::mean}) {
+        reduce_rows(din, rows, cols, cols, t, o, out.get(), nullptr, ex);
+        const auto got = results_to_values(out.get(), rows, t, o);
+        for (std::uint64_t r = 0; r < rows; ++r) {
+          const value want = reduce_value(static_cast<const char*>(din) + r * cols * dtype_size(t), cols, t, o, nullptr, ex);
+          ASSERT_EQ(got[r], want) << to_string(t) << " " << to_string(o) << " row " << r << " of " << rows << "x" << cols
+                                  << " (" << seg::to_string(seg::last_plan().how) << "): " << got[r].to_string() << " vs "
+                                  << want.to_string();
+        }
+      }
+    }
+  }
+}
+
+// NaN rules per row, and argmax ties across the blocks of one long row (the first index wins).
+TEST(SegmentedGpu, NanPoliciesAndTiesAcrossBlocks) {
+  TALLY_REQUIRE_GPU();
+  const std::uint64_t rows = 4, cols = small_only() ? 40000 : (1u << 21);
+  std::vector<float> x(rows * cols, 1.0f);
+  x[0 * cols + 17] = NAN;                             // row 0: a NaN
+  for (std::uint64_t c = 0; c < cols; ++c) x[1 * cols + c] = NAN;  // row 1: all NaN
+  x[2 * cols + cols - 1] = 5, x[2 * cols + cols / 2] = 5, x[2 * cols + 3] = 5;  // row 2: ties
+  device_buffer d(x.size() * 4), out(rows * 16);
+  d.upload(x.data(), x.size() * 4);
+  reduce_rows(d.get(), rows, cols, cols, dtype::f32, op::argmax, out.get());
+  auto got = results_to_values(out.get(), rows, dtype::f32, op::argmax);
+  EXPECT_EQ(got[0].index, 17);
+  EXPECT_TRUE(std::isnan(got[0].as_double()));
+  EXPECT_EQ(got[2].index, 3) << seg::to_string(seg::last_plan().how) << " per_seg " << seg::last_plan().per_seg;
+  EXPECT_EQ(got[3].index, 0);
+  options ig;
+  ig.nan = nan_policy::ignore;
+  reduce_rows(d.get(), rows, cols, cols, dtype::f32, op::argmax, out.get(), nullptr, ig);
+  got = results_to_values(out.get(), rows, dtype::f32, op::argmax);
+  EXPECT_EQ(got[0].index, 0);
+  EXPECT_EQ(got[1].index, -1);
+  reduce_rows(d.get(), rows, cols, cols, dtype::f32, op::max, out.get(), nullptr, ig);
+  got = results_to_values(out.get(), rows, dtype::f32, op::max);
+  EXPECT_EQ(got[0].as_double(), 1.0);
+  EXPECT_TRUE(std::isnan(got[1].as_double()));
+}
+
+// Per-row statistics against a long double reference (random data).
+TEST(SegmentedGpu, StatsPerRowAndColumn) {
+  TALLY_REQUIRE_GPU();
+  const std::uint64_t rows = 300, cols = 257;
+  const auto x = random_vector<double>(rows * cols, test_seed(), 1000, 1001);
+  device_buffer d(x.size() * 8), out(std::max(rows, cols) * 48);
+  d.upload(x.data(), x.size() * 8);
+  for (int by_rows = 0; by_rows < 2; ++by_rows) {
+    const std::uint64_t results = by_rows ? rows : cols, len = by_rows ? cols : rows;
+    if (by_rows) stats_rows(d.get(), rows, cols, cols, dtype::f64, out.get());
+    else stats_columns(d.get(), rows, cols, cols, dtype::f64, out.get());
+    const auto got = stats_to_host(out.get(), results);
+    for (std::uint64_t r = 0; r < results; ++r) {
+      long double s = 0, m2 = 0;
+      for (std::uint64_t k = 0; k < len; ++k) s += x[by_rows ? r * cols + k : k * cols + r];
+      const long double mean = s / len;
+      for (std::uint64_t k = 0; k < len; ++k) {
+        const long double dlt = x[by_rows ? r * cols + k : k * cols + r] - mean;
+        m2 += dlt * dlt;
+      }
+      ASSERT_EQ(got[r].count, len);
+      EXPECT_NEAR(got[r].mean, static_cast<double>(mean), 1e-12 * 1001);
+      EXPECT_NEAR(got[r].m2, static_cast<double>(m2), 1e-9 * static_cast<double>(m2) + 1e-12);
+    }
+  }
+}
+
+// Bad input: a clear error before anything runs, or (offsets) nothing written.
+TEST(SegmentedGpu, BadOffsetsWriteNothing) {
+  TALLY_REQUIRE_GPU();
+  const std::vector<float> x(100, 1.0f);
+  device_buffer d(400), db(24), de(24), out(12);
+  d.upload(x.data(), 400);
+  const std::int64_t b[3] = {0, 50, 10}, e[3] = {10, 40, 20};  // segment 1 out of order
+  db.upload(b, 24), de.upload(e, 24);
+  const std::vector<float> sentinel(3, -7.0f);
+  out.upload(sentinel.data(), 12);
+  reduce_segments(d.get(), 100, static_cast<const std::int64_t*>(db.get()), static_cast<const std::int64_t*>(de.get()), 3,
+                  dtype::f32, op::sum, out.get());
+  const auto got = results_to_values(out.get(), 3, dtype::f32, op::sum);
+  for (const auto& v : got) EXPECT_EQ(v.as_double(), -7.0);
+  const std::string why = error_of([&] {
+    check_segments(static_cast<const std::int64_t*>(db.get()), static_cast<const std::int64_t*>(de.get()), 3, 100);
+  });
+  EXPECT_NE(why.find("segment 1 [50, 40)"), std::string::npos) << why;
+  const std::int64_t e2[3] = {10, 60, 101};  // past n
+  de.upload(e2, 24);
+  EXPECT_NE(error_of([&] {
+              reduce_segments_values(d.get(), 100, static_cast<const std::int64_t*>(db.get()),
+                                     static_cast<const std::int64_t*>(de.get()), 3, dtype::f32, op::sum);
+            }).find("segment 2 [10, 101): end is past n = 100"),
+            std::string::npos);
+  // The stream stays usable.
+  EXPECT_EQ(reduce_value(d.get(), 100, dtype::f32, op::sum).as_double(), 100.0);
+}
+
+// Same shape twice: the same bits (float sums of random data, split and group plans); and a
+// captured graph gives the same results as the direct call.
+TEST(SegmentedGpu, DeterministicAndGraphCapturable) {
+  TALLY_REQUIRE_GPU();
+  const std::uint64_t rows = 6, cols = small_only() ? 50000 : (1u << 20) + 3;
+  const auto x = random_vector<float>(rows * cols, test_seed(), -1, 1);
+  device_buffer d(x.size() * 4), o1(rows * 4), o2(rows * 4), o3(rows * 4);
+  d.upload(x.data(), x.size() * 4);
+  reduce_rows(d.get(), rows, cols, cols, dtype::f32, op::sum, o1.get());
+  reduce_rows(d.get(), rows, cols, cols, dtype::f32, op::sum, o2.get());
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  cudaGraph_t g;
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  reduce_rows(d.get(), rows, cols, cols, dtype::f32, op::sum, o3.get(), reinterpret_cast<stream_t>(s));
+  ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+  cudaGraphExec_t ge;
+  ASSERT_EQ(cudaGraphInstantiate(&ge, g, 0), cudaSuccess);
+  for (int k = 0; k < 3; ++k) ASSERT_EQ(cudaGraphLaunch(ge, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  const auto a = results_to_values(o1.get(), rows, dtype::f32, op::sum);
+  const auto b = results_to_values(o2.get(), rows, dtype::f32, op::sum);
+  const auto c = results_to_values(o3.get(), rows, dtype::f32, op::sum);
+  for (std::uint64_t r = 0; r < rows; ++r) {
+    EXPECT_EQ(a[r], b[r]);
+    EXPECT_EQ(a[r], c[r]);
+    long double want = 0, abs = 0;
+    for (std::uint64_t k = 0; k < cols; ++k) want += x[r * cols + k], abs += std::fabs(x[r * cols + k]);
+    EXPECT_LE(std::fabs(a[r].as_double() - static_cast<double>(want)), static_cast<double>(gamma_h(cols, 0x1p-24L) * abs));
+  }
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  release_stream(reinterpret_cast<stream_t>(s));
+  cudaStreamDestroy(s);
+}
+
+}  // namespace
+}  // namespace tally::test
