@@ -375,5 +375,43 @@ check("dot bf16 (raw files) --mode exact (bitwise)", out or err, want, rc == 0 a
 rc, out, err = dot(save("dot_a.npy", np.ones(3, np.float32)), save("dot_b.npy", np.ones(4, np.float32)))
 check("dot of different lengths is refused", err, "error", rc != 0 and "same length" in err)
 
+# `tally reduce --axis K -o OUT.npy` against numpy's reductions along the same axes, C and Fortran
+# order, sums exact for integers and tolerance-checked for floats, argmax as int64 indices.
+for order in ("C", "F"):
+    for dt in (np.int32, np.float32, np.float64):
+        shape = (7, 33, 65, 3)
+        a = rng.integers(-50, 50, shape).astype(dt) if dt == np.int32 else rng.uniform(-1, 1, shape).astype(dt)
+        a = np.asfortranarray(a) if order == "F" else np.ascontiguousarray(a)
+        src = os.path.join(work, f"axis_{order}_{np.dtype(dt).name}.npy")
+        np.save(src, a)
+        for axes in ((0,), (1,), (2,), (-1,), (1, 2), (0, 1)):
+            for op in ("sum", "max", "argmax", "mean"):
+                if op == "argmax" and len(axes) > 1:
+                    continue
+                dst = os.path.join(work, "axis_out.npy")
+                rc, out, err = command("reduce", "--op", op, "--axis", ",".join(map(str, axes)), "-o", dst, src)
+                name = f"{op} --axis {axes} {np.dtype(dt).name} {order}-order"
+                if rc != 0:
+                    check(name, err, "", False)
+                    continue
+                got = np.load(dst)
+                if op == "argmax":
+                    want = np.argmax(a, axis=axes[0])
+                    ok = got.dtype == np.int64 and got.shape == want.shape and np.array_equal(got, want)
+                elif op == "max":
+                    want = np.max(a, axis=axes)
+                    ok = got.shape == want.shape and np.array_equal(got, want)
+                elif dt == np.int32:
+                    want = (np.sum(a.astype(np.int64), axis=axes) if op == "sum"
+                            else np.sum(a.astype(np.int64), axis=axes) / np.prod([a.shape[k] for k in axes]))
+                    ok = got.shape == want.shape and (np.array_equal(got, want) if op == "sum" else np.allclose(got, want, rtol=1e-15))
+                else:
+                    want = getattr(np, op)(a.astype(np.float64), axis=axes)
+                    eps = 1e-5 if dt == np.float32 else 1e-13
+                    ok = got.shape == want.shape and np.allclose(got, want, rtol=eps, atol=eps)
+                check(name, f"{got.shape} {got.dtype}", f"{want.shape}", bool(ok))
+rc, out, err = command("reduce", "--axis", "4", os.path.join(work, "axis_C_int32.npy"))
+check("--axis 4 of a 4-d array is refused", err, "error", rc != 0 and "out of range" in err)
+
 print(f"{bad} mismatches")
 sys.exit(1 if bad else 0)

@@ -22,19 +22,32 @@ seg::device_limits h100() {
 seg::problem rows(std::uint64_t r, std::uint64_t c) {
   seg::problem p;
   p.outer = r, p.length = c, p.inner = 1, p.outer_stride = c, p.length_stride = 1;
+  p.aligned16 = true;
   return p;
 }
 seg::problem columns(std::uint64_t r, std::uint64_t c) {
   seg::problem p;
   p.outer = 1, p.length = r, p.inner = c, p.length_stride = c;
+  p.aligned16 = true;
   return p;
 }
 
 TEST(SegmentedPlanCpu, StrategyFollowsTheShape) {
-  // 16-element f32 rows: one lane per row (four 16-byte loads each).
+  // 16-element f32 rows: row tiles, four lanes per row (one 16-byte vector each); not 16-byte
+  // aligned (the pointer, or rows of 15): one lane per row, four vectors each.
   auto pl = seg::make_plan(rows(1u << 24, 16), 4, 4, false, h100());
+  EXPECT_EQ(pl.how, seg::strategy::rowtile);
+  EXPECT_EQ(pl.group, 4);
+  seg::problem unaligned = rows(1u << 24, 16);
+  unaligned.aligned16 = false;
+  pl = seg::make_plan(unaligned, 4, 4, false, h100());
   EXPECT_EQ(pl.how, seg::strategy::group);
   EXPECT_EQ(pl.group, 1);
+  EXPECT_EQ(seg::make_plan(rows(1u << 20, 12), 4, 4, false, h100()).how, seg::strategy::group);  // 3 vectors
+  EXPECT_TRUE(seg::make_plan(columns(1000, 16), 4, 4, false, h100()).vec);
+  seg::problem uc = columns(1000, 16);
+  uc.aligned16 = false;
+  EXPECT_FALSE(seg::make_plan(uc, 4, 4, false, h100()).vec);
   // 256-element rows: 16 lanes; 4096: a warp.
   EXPECT_EQ(seg::make_plan(rows(1u << 20, 256), 4, 4, false, h100()).group, 16);
   EXPECT_EQ(seg::make_plan(rows(1u << 16, 4096), 4, 4, false, h100()).group, 32);
@@ -62,6 +75,41 @@ TEST(SegmentedPlanCpu, StrategyFollowsTheShape) {
   seg::problem one = columns(1000, 1);
   one.length_stride = 5;
   EXPECT_EQ(seg::make_plan(one, 4, 4, false, h100()).how, seg::strategy::columns);
+}
+
+// Ragged segments: groups from the mean length, warps past short_max, chunks of 16-256 KiB of
+// input for long ones, within the workspace; columns narrow their tiles so that a tile's last
+// block combines at most 16 Ki partials.
+TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
+  static const std::int64_t fake = 0;
+  auto ragged = [&](std::uint64_t segments, std::uint64_t n) {
+    seg::problem p;
+    p.outer = segments, p.n = n, p.d_begin = p.d_end = &fake;
+    return p;
+  };
+  auto pl = seg::make_plan(ragged(1u << 22, 1u << 28), 4, 4, false, h100());
+  EXPECT_EQ(pl.how, seg::strategy::ragged);
+  EXPECT_EQ(pl.group, 1);  // mean 64 elements: 16 vectors; lanes sized for a quarter of the mean
+  EXPECT_EQ(pl.short_max, 1u * 4 * 4 * 8);
+  EXPECT_EQ(pl.chunk * 4, 64u << 10);
+  EXPECT_EQ(pl.chunks, (1u << 28) / pl.chunk);
+  pl = seg::make_plan(ragged(256, 1u << 20), 4, 4, false, h100());
+  EXPECT_EQ(pl.group, 32);
+  EXPECT_EQ(pl.chunk * 4, 16u << 10);  // small inputs: the smallest chunk, many blocks
+  EXPECT_LE(pl.short_max, pl.chunk);
+  // Past what the workspace holds per chunk, the chunk grows.
+  pl = seg::make_plan(ragged(1000, std::uint64_t(1) << 40), 4, 16, false, h100());
+  EXPECT_LE(pl.chunks * seg::ragged_chunk_bytes(16), 4u << 20);
+  EXPECT_GE(pl.chunk * pl.chunks, std::uint64_t(1) << 40);
+  for (std::uint64_t inner : {16u, 256u, 4096u, 65536u}) {
+    const auto c = seg::make_plan(columns((1u << 28) / inner, inner), 4, 4, false, h100());
+    const std::uint64_t cpt = std::uint64_t(c.col_vecs) * 4;
+    if (inner > 16) {
+      EXPECT_LE(c.per_seg * cpt, 16u << 10) << inner;
+    }
+    EXPECT_GE(c.col_vecs, inner >= 32 ? 8 : 4) << inner;
+    EXPECT_GE(std::uint64_t(c.per_seg) * ((inner + cpt - 1) / cpt), 1000u) << inner;  // the GPU is filled
+  }
 }
 
 TEST(SegmentedPlanCpu, SameShapeSamePlan) {

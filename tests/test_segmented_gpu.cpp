@@ -143,6 +143,8 @@ void rows_suite() {
     rows_case<T>(1u << 16, 16, 16);   // the group kernel, one lane per row
     rows_case<T>(5, 1u << 20, 1u << 20);  // split: several blocks per row
     rows_case<T>(1u << 12, 12, 16);   // 16-byte aligned rows of 12
+    rows_case<T>(20000, 256, 256);    // columns: narrowed tiles, blocks sharing a tile's axis
+    rows_case<T>(3000, 301, 301);     // columns: element loads, several blocks per tile
   }
 }
 
@@ -205,6 +207,80 @@ TEST(SegmentedGpu, RaggedSegments) {
       reduce_segments(d.get(), n, static_cast<const std::int64_t*>(db.get()), static_cast<const std::int64_t*>(de.get()),
                       segments, dtype::i32, o, out.get());
       check_results(("segments " + std::to_string(segments)).c_str(), x, ranges, o, out);
+    }
+  }
+}
+
+// Ragged segments in order (the chunked path for long ones): a heavy tail of lengths up to many
+// chunks, empty segments, gaps between segments, segments ending or beginning on a chunk
+// boundary; every op of the suite against the reference, and the same bits twice.
+template <class T>
+void ragged_in_order(std::uint64_t segments, std::uint64_t max_len) {
+  std::mt19937_64 rng(test_seed() + segments);
+  std::vector<std::int64_t> b, e;
+  std::int64_t at = 0;
+  for (std::uint64_t s = 0; s < segments; ++s) {
+    const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+    std::int64_t len = static_cast<std::int64_t>(std::pow(u, 6.0) * static_cast<double>(max_len));
+    if (s % 7 == 0) len = 0;
+    if (s % 11 == 3) at += static_cast<std::int64_t>(u * 40);  // a gap
+    b.push_back(at), e.push_back(at + len);
+    at += len;
+  }
+  const std::uint64_t n = static_cast<std::uint64_t>(std::max<std::int64_t>(at, 1));
+  const auto x = small_ints<T>(n, test_seed() + segments * 7);
+  device_buffer d(n * sizeof(T)), db(segments * 8 + 8), de(segments * 8 + 8);
+  d.upload(x.data(), n * sizeof(T));
+  if (segments) db.upload(b.data(), segments * 8), de.upload(e.data(), segments * 8);
+  std::vector<std::vector<std::uint64_t>> ranges(segments);
+  for (std::uint64_t s = 0; s < segments; ++s)
+    for (std::int64_t k = b[s]; k < e[s]; ++k) ranges[s].push_back(static_cast<std::uint64_t>(k));
+  const dtype t = dtype_of<T>();
+  for (op o : ops_for<T>()) {
+    device_buffer out(segments * 16 + 16), again(segments * 16 + 16);
+    const auto* pb = static_cast<const std::int64_t*>(db.get());
+    const auto* pe = static_cast<const std::int64_t*>(de.get());
+    reduce_segments(d.get(), n, pb, pe, segments, t, o, out.get());
+    const seg::plan pl = seg::last_plan();
+    check_results(("in-order segments " + std::to_string(segments) + " (" + pl.why + ")").c_str(), x, ranges, o, out);
+    reduce_segments(d.get(), n, pb, pe, segments, t, o, again.get());
+    const auto r1 = results_to_values(out.get(), segments, t, o), r2 = results_to_values(again.get(), segments, t, o);
+    for (std::uint64_t s = 0; s < segments; ++s) ASSERT_EQ(r1[s], r2[s]) << "segment " << s;
+  }
+}
+
+TEST(SegmentedGpu, RaggedInOrderLongSegments) {
+  TALLY_REQUIRE_GPU();
+  ragged_in_order<std::int32_t>(1, 100000);
+  ragged_in_order<std::int32_t>(3000, small_only() ? 20000 : 400000);
+  ragged_in_order<float>(3000, small_only() ? 20000 : 400000);
+  ragged_in_order<double>(500, 100000);
+  // One segment of the whole input and one per chunk boundary: lengths of exactly a chunk, one
+  // more and one less, from a chunk's first element.
+  const std::uint64_t n = small_only() ? (1u << 16) : (1u << 22);
+  const auto x = small_ints<std::int32_t>(n, test_seed() + 5);
+  device_buffer d(n * 4);
+  d.upload(x.data(), n * 4);
+  const std::int64_t c = static_cast<std::int64_t>(seg::make_plan([&] {
+                                                      seg::problem p;
+                                                      p.outer = 1, p.n = n;
+                                                      static const std::int64_t fake = 0;
+                                                      p.d_begin = p.d_end = &fake;
+                                                      return p;
+                                                    }(), 4, 8, false, seg::limits_for(core::current_context())).chunk);
+  std::vector<std::int64_t> b{0, c, 2 * c + 1, 3 * c + 1, 5 * c, 0}, e{c, 2 * c + 1, 3 * c - 1, 5 * c, 5 * c, static_cast<std::int64_t>(n)};
+  device_buffer db(b.size() * 8), de(e.size() * 8), out(b.size() * 16);
+  // The last segment overlaps the others: the set is out of order and runs without chunks; the
+  // first five alone are in order.
+  for (std::uint64_t count : {std::uint64_t(5), std::uint64_t(6)}) {
+    db.upload(b.data(), count * 8), de.upload(e.data(), count * 8);
+    std::vector<std::vector<std::uint64_t>> ranges(count);
+    for (std::uint64_t s = 0; s < count; ++s)
+      for (std::int64_t k = b[s]; k < e[s]; ++k) ranges[s].push_back(static_cast<std::uint64_t>(k));
+    for (op o : {op::sum, op::argmax, op::argmin, op::min}) {
+      reduce_segments(d.get(), n, static_cast<const std::int64_t*>(db.get()), static_cast<const std::int64_t*>(de.get()),
+                      count, dtype::i32, o, out.get());
+      check_results(("chunk-boundary segments, chunk " + std::to_string(c)).c_str(), x, ranges, o, out);
     }
   }
 }

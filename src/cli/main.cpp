@@ -14,6 +14,7 @@
 #include "bench/segmented_bench.hpp"
 #include "bench/probe.hpp"
 #include "bench/tune.hpp"
+#include "cli/axis.hpp"
 #include "cli/progress.hpp"
 #include "io/npy.hpp"
 #include "lab/runner.hpp"
@@ -151,7 +152,11 @@ struct print_mode {
 };
 
 int cmd_reduce(const std::string& path, const std::string& op_name, const std::string& dtype_name,
-               const std::string& nan_name, const std::string& mode_name, print_mode pm) {
+               const std::string& nan_name, const std::string& mode_name, print_mode pm,
+               const std::vector<int>& axes, const std::string& out_path) {
+  if (!out_path.empty() && axes.empty())
+    throw tally::error("-o writes the results of a reduction along axes: give --axis (a whole-array reduction "
+                       "prints its value)");
   const auto o = tally::parse_op(op_name);
   if (!o) throw tally::error("unknown --op '" + op_name + "' (" + op_names() + ")");
   const tally::options opt = parse_options(nan_name, mode_name);
@@ -168,6 +173,8 @@ int cmd_reduce(const std::string& path, const std::string& op_name, const std::s
     throw tally::error(fmt::format("--op {}{} on {} data: {}", tally::to_string(*o), flags,
                                    tally::to_string(a.type), why));
   }
+  if (!axes.empty())
+    return tally::cli::reduce_along_axes(a, path, *o, opt, axes, {out_path, pm.json, pm.value_only});
   const tally::device_buffer d = upload(a);
   const tally::value v = tally::reduce_value(d.get(), a.count, a.type, *o, nullptr, opt);
   const bool indexed = *o == tally::op::argmin || *o == tally::op::argmax;
@@ -348,6 +355,14 @@ int main(int argc, char** argv) {
   red->add_flag("--value-only", reduce_print.value_only,
                 "print only the value (argmin/argmax: value and index)");
   red->add_flag("--json", reduce_print.json, "print JSON (the value as exact text)");
+  std::vector<int> reduce_axes;
+  std::string reduce_out;
+  red->add_option("--axis", reduce_axes,
+                  "reduce along this axis of a .npy array (negative: from the end; several adjacent: 1,2), "
+                  "one result per remaining index")
+      ->delimiter(',');
+  red->add_option("-o,--output", reduce_out,
+                  "with --axis: write the results to this .npy (argmin/argmax: int64 indices; bf16 as f32)");
 
   std::string stats_path, stats_dtype, stats_nan = "propagate";
   int stats_ddof = 0;
@@ -454,7 +469,7 @@ int main(int argc, char** argv) {
     }
     if (red->parsed())
       return cmd_reduce(reduce_path, reduce_op, reduce_dtype, reduce_nan, reduce_mode,
-                        reduce_print);
+                        reduce_print, reduce_axes, reduce_out);
     if (stats->parsed())
       return cmd_stats(stats_path, stats_dtype, stats_nan, stats_ddof, stats_print);
     if (dotc->parsed()) return cmd_dot(dot_x, dot_y, dot_dtype, dot_mode, dot_print);

@@ -215,6 +215,15 @@ void* segmented_scratch(workspace& ws) {
     relaxed_capture guard;
     void* p = nullptr;
     check_cuda(cudaMalloc(&p, kSegScratchBytes), "cudaMalloc(tally segmented workspace)");
+    // Once, on the device's set-up stream: every byte defined (the ragged plan's chunk entries
+    // read -1, "no segment"), so nothing ever reads memory that was never written.
+    device_slot& slot = g_devices[current_context().ordinal];
+    cudaError_t e = cudaMemsetAsync(p, 0xff, kSegScratchBytes, slot.setup_stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(slot.setup_stream);
+    if (e != cudaSuccess) {
+      cudaFree(p);
+      throw_cuda(e, "initialising the tally segmented workspace");
+    }
     ws.d_seg_scratch = p;
   }
   return ws.d_seg_scratch;

@@ -1,6 +1,7 @@
 #include "io/npy.hpp"
 
 #include <cctype>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 
@@ -140,11 +141,26 @@ npy_header parse_npy_header(const unsigned char* data, std::size_t size) {
 }
 
 std::vector<unsigned char> make_npy(dtype t, const void* data, std::uint64_t count) {
-  std::string dict = "{'descr': '" + npy_descr(t) + "', 'fortran_order': False, 'shape': (" +
-                     std::to_string(count) + ",), }";
+  return make_npy(t, data, std::vector<std::uint64_t>{count}, false);
+}
+
+std::vector<unsigned char> make_npy(dtype t, const void* data, const std::vector<std::uint64_t>& shape,
+                                    bool fortran_order) {
+  if (npy_descr(t) == "?") fail(std::string(to_string(t)) + " has no numpy dtype");
+  std::string dims;  // (2, 3), (5,) and ()
+  std::uint64_t count = 1;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i) dims += ", ";
+    dims += std::to_string(shape[i]);
+    count *= shape[i];
+  }
+  if (shape.size() == 1) dims += ",";
+  std::string dict = "{'descr': '" + npy_descr(t) + "', 'fortran_order': " + (fortran_order ? "True" : "False") +
+                     ", 'shape': (" + dims + "), }";
   std::size_t total = 10 + dict.size() + 1;
   const std::size_t pad = (64 - total % 64) % 64;
   dict += std::string(pad, ' ') + "\n";
+  if (dict.size() > 0xffff) fail("header too long");
   const std::size_t data_bytes = count * dtype_size(t);
   std::vector<unsigned char> out(10 + dict.size() + data_bytes);
   const unsigned char lead[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
@@ -154,6 +170,16 @@ std::vector<unsigned char> make_npy(dtype t, const void* data, std::uint64_t cou
   std::memcpy(out.data() + 10, dict.data(), dict.size());
   if (data_bytes) std::memcpy(out.data() + 10 + dict.size(), data, data_bytes);
   return out;
+}
+
+void write_npy(const std::string& path, dtype t, const void* data, const std::vector<std::uint64_t>& shape,
+               bool fortran_order) {
+  const std::vector<unsigned char> img = make_npy(t, data, shape, fortran_order);
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) throw error("cannot write '" + path + "': " + std::strerror(errno));
+  f.write(reinterpret_cast<const char*>(img.data()), static_cast<std::streamsize>(img.size()));
+  f.close();
+  if (!f) throw error("writing '" + path + "' failed: " + std::strerror(errno));
 }
 
 namespace {
@@ -187,7 +213,7 @@ loaded_array read_npy(const std::string& path) {
   if (h.count * es < have)
     throw error("'" + path + "': npy: malformed: " + std::to_string(have - h.count * es) +
                 " bytes follow the " + std::to_string(h.count) + " elements the header declares");
-  loaded_array a{h.type, h.count, {}};
+  loaded_array a{h.type, h.count, {}, h.shape, h.fortran_order};
   a.bytes.assign(buf.begin() + static_cast<std::ptrdiff_t>(h.data_offset), buf.end());
   return a;
 }
@@ -200,7 +226,8 @@ loaded_array read_raw(const std::string& path, dtype type) {
     throw error("'" + path + "': raw: the file's " + std::to_string(buf.size()) +
                 " bytes are not a whole number of " + to_string(type) + " elements (" +
                 std::to_string(es) + " bytes each): truncated or the wrong --dtype");
-  return {type, buf.size() / es, std::move(buf)};
+  const std::uint64_t count = buf.size() / es;
+  return {type, count, std::move(buf), {count}, false};
 }
 
 }  // namespace tally::io

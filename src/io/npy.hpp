@@ -31,11 +31,19 @@ std::string npy_descr(dtype t);
 
 // Builds a complete .npy file image (version 1.0) of a 1-d array; used by tests and tools.
 std::vector<unsigned char> make_npy(dtype t, const void* data, std::uint64_t count);
+// The same for an N-d array of `shape` (empty: a 0-d array of one element), C or Fortran order.
+std::vector<unsigned char> make_npy(dtype t, const void* data, const std::vector<std::uint64_t>& shape,
+                                    bool fortran_order = false);
+// Writes such an image to `path` (replacing it); throws naming the path on any failure.
+void write_npy(const std::string& path, dtype t, const void* data, const std::vector<std::uint64_t>& shape,
+               bool fortran_order = false);
 
 struct loaded_array {
   dtype type;
   std::uint64_t count;
   std::vector<unsigned char> bytes;  // count * dtype_size(type) bytes
+  std::vector<std::uint64_t> shape;  // .npy: the header's shape; raw: {count}
+  bool fortran_order = false;        // .npy: the header's order
 };
 
 // Reads a whole .npy file, checking that the data is exactly as long as the header says.

@@ -27,7 +27,8 @@ std::uint64_t mul_checked(const char* fn, std::uint64_t a, std::uint64_t b, cons
 }
 
 // Runs kind k over problem p once the arguments are checked.
-void run(const char* fn, dtype t, kind k, const void* d_in, const seg::problem& p, void* d_out, stream_t stream) {
+void run(const char* fn, dtype t, kind k, const void* d_in, seg::problem p, void* d_out, stream_t stream) {
+  p.aligned16 = reinterpret_cast<std::uintptr_t>(d_in) % 16 == 0;
   const core::device_context& dev = core::current_context();
   auto* s = reinterpret_cast<cudaStream_t>(stream);
   core::workspace& ws = core::stream_workspace(dev, s);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "core/device.cuh"
 #include "core/half.hpp"
 #include "segmented.hpp"
 
@@ -10,16 +11,23 @@ namespace tally::seg {
 
 __global__ void seg_validate_kernel(const std::int64_t* d_begin, const std::int64_t* d_end, std::uint64_t segments,
                                     std::uint64_t n, unsigned long long* d_status) {
+  core::pdl_wait();
+  core::pdl_launch_dependents();
   const std::uint64_t stride = std::uint64_t(gridDim.x) * blockDim.x;
+  bool sorted = true;
   for (std::uint64_t s = std::uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; s < segments; s += stride) {
     const std::int64_t b = d_begin[s], e = d_end[s];
     if (b < 0 || b > e || static_cast<std::uint64_t>(e) > n) atomicMin(d_status, static_cast<unsigned long long>(s));
+    if (s + 1 < segments && e > d_begin[s + 1]) sorted = false;
   }
+  // Word 1: whether the segments are in order and apart (end[s] <= begin[s + 1]); overlapping or
+  // unordered segments are valid too, and run without the chunked path for long ones.
+  if (__syncthreads_or(!sorted) && threadIdx.x == 0) d_status[1] = 0;
 }
 
 void validate_offsets(const problem& p, unsigned long long* d_status, cudaStream_t stream) {
-  core::check_cuda(cudaMemsetAsync(d_status, 0xff, sizeof(unsigned long long), stream),
-                   "cudaMemsetAsync(segment check word)");
+  core::check_cuda(cudaMemsetAsync(d_status, 0xff, 2 * sizeof(unsigned long long), stream),
+                   "cudaMemsetAsync(segment check words)");
   if (p.outer == 0) return;
   const unsigned blocks = static_cast<unsigned>(std::min<std::uint64_t>((p.outer + 255) / 256, 1024));
   seg_validate_kernel<<<blocks, 256, 0, stream>>>(p.d_begin, p.d_end, p.outer, p.n, d_status);

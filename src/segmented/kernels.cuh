@@ -29,7 +29,31 @@ struct seg_args {
   bool vec;
   typename Op::acc_type* d_partials;         // split / columns with per_seg > 1
   unsigned int* d_counters;                  // one per segment or tile, zero between calls
-  const unsigned long long* d_status;        // ragged: kStatusOk, else the first bad segment
+  const unsigned long long* d_status;        // ragged: {kStatusOk or the first bad segment, kSorted or 0}
+  std::uint64_t short_max;                   // group: longest segment for the group's lanes
+  std::uint64_t chunk, chunks;               // ragged: chunk length (elements) and count
+};
+
+// Ragged: the second status word says whether the segments are in order (end[s] <= begin[s+1]);
+// only then do long segments go to chunks (a chunk's covering segment is then unique).
+inline constexpr unsigned long long kSorted = ~0ull;
+
+// The ragged plan's workspace (in the segmented partials buffer): per chunk, the segment covering
+// its first element that began before it (A), the long segment that begins in it (B), and the
+// partials of both. Entries are only trusted once checked against the offsets, so stale ones
+// from earlier calls are harmless: at most one segment in order can cover a given element.
+template <class Acc>
+struct ragged_ws {
+  std::int64_t* cover_a;
+  std::int64_t* cover_b;
+  Acc* part_a;
+  Acc* part_b;
+  __device__ __forceinline__ ragged_ws(void* base, std::uint64_t chunks) {
+    cover_a = static_cast<std::int64_t*>(base);
+    cover_b = cover_a + chunks;
+    part_a = reinterpret_cast<Acc*>(cover_b + chunks);
+    part_b = part_a + chunks;
+  }
 };
 
 // Segment s of a contiguous problem: its first element and its length.
@@ -64,37 +88,59 @@ __device__ __forceinline__ A shfl_down_group(A v, int offset, int width) {
   return r;
 }
 
-// One lane's share of a contiguous segment read by G lanes: the scalar head up to 16-byte
-// alignment, whole vectors (lane, lane + G, ...; four loads in flight), the scalar tail. Element
-// indices are relative to the segment's start.
+// One lane's share of elements [lo, hi) of a contiguous segment starting at seg, read by G lanes
+// (lane < G): the scalar head up to 16-byte alignment, whole vectors (lane, lane + G, ...; four
+// loads in flight), the scalar tail. Element indices are relative to the segment's start.
 template <class T, class Op>
-__device__ __forceinline__ typename Op::acc_type group_share(const T* base, std::uint64_t len, unsigned lane,
-                                                             unsigned G) {
+__device__ __forceinline__ typename Op::acc_type range_share(const T* seg, std::uint64_t lo, std::uint64_t hi,
+                                                             unsigned lane, unsigned G) {
   using V = vec16<T>;
   constexpr int VN = V::size;
   typename Op::acc_type acc = Op::identity();
+  const T* base = seg + lo;
+  const std::uint64_t len = hi - lo;
   const core::split16 s = core::split_input(base, len);
-  for (std::uint64_t j = lane; j < s.head; j += G) acc = Op::combine(acc, core::transform_elem<Op>(base[j], j));
+  for (std::uint64_t j = lane; j < s.head; j += G) acc = Op::combine(acc, core::transform_elem<Op>(base[j], lo + j));
   const V* vb = reinterpret_cast<const V*>(base + s.head);
+  const std::uint64_t first = lo + s.head;
   std::uint64_t j = lane;
   for (; j + 3 * std::uint64_t(G) < s.nvec; j += 4 * std::uint64_t(G)) {
     V v[4];
 #pragma unroll
     for (int u = 0; u < 4; ++u) v[u] = core::load_vec<core::load_hint::ldg>(vb + j + u * G);
 #pragma unroll
-    for (int u = 0; u < 4; ++u) acc = core::fold_vec<Op>(acc, v[u], s.head + (j + u * G) * VN);
+    for (int u = 0; u < 4; ++u) acc = core::fold_vec<Op>(acc, v[u], first + (j + u * G) * VN);
   }
-  for (; j < s.nvec; j += G) acc = core::fold_vec<Op>(acc, core::load_vec<core::load_hint::ldg>(vb + j), s.head + j * VN);
+  for (; j < s.nvec; j += G) acc = core::fold_vec<Op>(acc, core::load_vec<core::load_hint::ldg>(vb + j), first + j * VN);
   for (std::uint64_t t = s.tail_begin + lane; t < len; t += G)
-    acc = Op::combine(acc, core::transform_elem<Op>(base[t], t));
+    acc = Op::combine(acc, core::transform_elem<Op>(base[t], lo + t));
   return acc;
+}
+template <class T, class Op>
+__device__ __forceinline__ typename Op::acc_type group_share(const T* base, std::uint64_t len, unsigned lane,
+                                                             unsigned G) {
+  return range_share<T, Op>(base, 0, len, lane, G);
+}
+
+// Ragged, offsets in order: a long segment (more than one chunk) marks the chunks it covers for
+// the chunk kernel: B of the chunk it begins in, A of every later chunk it reaches. A warp.
+__device__ __forceinline__ void mark_long(std::int64_t* cover_a, std::int64_t* cover_b, std::uint64_t s,
+                                          std::uint64_t off, std::uint64_t len, std::uint64_t chunk, unsigned lane32) {
+  const std::uint64_t k0 = off / chunk, k1 = (off + len - 1) / chunk;
+  if (lane32 == 0) cover_b[k0] = static_cast<std::int64_t>(s);
+  for (std::uint64_t k = k0 + 1 + lane32; k <= k1; k += 32) cover_a[k] = static_cast<std::int64_t>(s);
 }
 
 // Short contiguous segments: a group of G lanes per segment; the loop is uniform across each
-// warp (every lane shuffles), lanes whose segment is past the end carry the identity.
+// warp (every lane shuffles), lanes whose segment is past the end carry the identity. Ragged
+// segments longer than short_max go to the whole warp afterwards, one at a time; with offsets in
+// order, those longer than a chunk are only marked for the chunk kernel.
 template <class T, class Op, int BLOCK>
 __global__ void __launch_bounds__(BLOCK) seg_group_kernel(seg_args<T, Op> a) {
+  core::pdl_wait();  // the previous launch's writes (offset check, marks) are visible
+  core::pdl_launch_dependents();
   if (status_bad(a.d_status)) return;
+  const bool sorted = a.d_status != nullptr && a.d_status[1] == kSorted;
   const unsigned G = static_cast<unsigned>(a.group);
   const unsigned lane32 = threadIdx.x & 31u, lane = lane32 & (G - 1);
   const std::uint64_t per_warp = 32 / G;
@@ -105,12 +151,140 @@ __global__ void __launch_bounds__(BLOCK) seg_group_kernel(seg_args<T, Op> a) {
     const bool valid = s < a.p.outer;
     std::uint64_t off = 0, len = 0;
     if (valid) segment_range(a.p, s, off, len);
+    const bool fits = len <= a.short_max;
     const T* base = a.d_in + off;
-    typename Op::acc_type acc = group_share<T, Op>(base, len, lane, G);
+    typename Op::acc_type acc = group_share<T, Op>(base, fits ? len : 0, lane, G);
     for (unsigned offset = G / 2; offset > 0; offset >>= 1)
       acc = Op::combine(acc, shfl_down_group(acc, static_cast<int>(offset), static_cast<int>(G)));
-    if (valid && lane == 0) a.d_out[s] = core::finalize_with<Op>(acc, len, base);
+    if (valid && fits && lane == 0) a.d_out[s] = core::finalize_with<Op>(acc, len, base);
+    unsigned longer = __ballot_sync(0xffffffffu, valid && !fits && lane == 0);
+    while (longer != 0) {  // warp-uniform
+      const int src = __ffs(longer) - 1;
+      longer &= longer - 1;
+      const std::uint64_t ls = __shfl_sync(0xffffffffu, s, src);
+      const std::uint64_t loff = __shfl_sync(0xffffffffu, off, src), llen = __shfl_sync(0xffffffffu, len, src);
+      if (sorted && llen > a.chunk) {
+        ragged_ws<typename Op::acc_type> w(a.d_partials, a.chunks);
+        mark_long(w.cover_a, w.cover_b, ls, loff, llen, a.chunk, lane32);
+        continue;
+      }
+      const T* lbase = a.d_in + loff;
+      typename Op::acc_type r = group_share<T, Op>(lbase, llen, lane32, 32);
+      r = core::warp_reduce<Op, true>(r);
+      if (lane32 == 0) a.d_out[ls] = core::finalize_with<Op>(r, llen, lbase);
+    }
   }
+}
+
+// Short rows of m = group whole 16-byte vectors (m a power of two, rows 16-byte aligned): lane l
+// of a warp reads vector l % m of row l / m of a step of 32 / m rows, so each warp load is 512
+// contiguous bytes when the rows are packed; four steps' loads are in flight per lane, then each
+// step's m lanes combine in a shuffle tree and the first writes the row's result.
+template <class T, class Op, int BLOCK>
+__global__ void __launch_bounds__(BLOCK) seg_rowtile_kernel(seg_args<T, Op> a) {
+  core::pdl_wait();  // the previous launch's writes (offset check, marks) are visible
+  core::pdl_launch_dependents();
+  using V = vec16<T>;
+  using Acc = typename Op::acc_type;
+  constexpr int VN = V::size;
+  constexpr int U = 4;
+  const unsigned m = static_cast<unsigned>(a.group);
+  const unsigned lane32 = threadIdx.x & 31u, lv = lane32 & (m - 1);
+  const std::uint64_t rows_per_step = 32 / m;
+  const std::uint64_t warp = (std::uint64_t(blockIdx.x) * BLOCK + threadIdx.x) / 32;
+  const std::uint64_t warps = std::uint64_t(gridDim.x) * BLOCK / 32;
+  const std::uint64_t ldv = a.p.outer_stride / VN;  // row stride in vectors
+  const V* vb = reinterpret_cast<const V*>(a.d_in);
+  for (std::uint64_t r0 = warp * rows_per_step * U; r0 < a.p.outer; r0 += warps * rows_per_step * U) {
+    V v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const std::uint64_t r = r0 + u * rows_per_step + lane32 / m;
+      if (r < a.p.outer) v[u] = core::load_vec<core::load_hint::ldg>(vb + r * ldv + lv);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const std::uint64_t r = r0 + u * rows_per_step + lane32 / m;
+      Acc acc = Op::identity();
+      if (r < a.p.outer) acc = core::fold_vec<Op>(acc, v[u], std::uint64_t(lv) * VN);
+      for (unsigned offset = m / 2; offset > 0; offset >>= 1)
+        acc = Op::combine(acc, shfl_down_group(acc, static_cast<int>(offset), static_cast<int>(m)));
+      if (lv == 0 && r < a.p.outer) a.d_out[r] = core::finalize_with<Op>(acc, a.p.length, a.d_in + r * a.p.outer_stride);
+    }
+  }
+}
+
+// Ragged, offsets in order: chunk k of the input, [k * chunk, (k + 1) * chunk), a block each.
+// The block reduces the part of segment A (covering the chunk's start, begun before it) and of
+// segment B (beginning in it, ending past it) that lie in the chunk, each to a partial.
+template <class T, class Op, int BLOCK>
+__global__ void __launch_bounds__(BLOCK) seg_chunk_kernel(seg_args<T, Op> a) {
+  core::pdl_wait();  // the previous launch's writes (offset check, marks) are visible
+  // (no early trigger: this grid runs in many waves, and the fix-up would hold SM slots)
+  using Acc = typename Op::acc_type;
+  if (status_bad(a.d_status) || a.d_status[1] != kSorted) return;
+  __shared__ std::int64_t sh[4];  // A's begin and end, B's begin (or -1)
+  ragged_ws<Acc> w(a.d_partials, a.chunks);
+  const std::uint64_t k = blockIdx.x;
+  const std::uint64_t cs = k * a.chunk, ce = cs + a.chunk < a.p.n ? cs + a.chunk : a.p.n;
+  if (threadIdx.x == 0) {
+    sh[0] = sh[2] = -1;
+    const std::int64_t sa = w.cover_a[k], sb = w.cover_b[k];
+    if (sa >= 0 && static_cast<std::uint64_t>(sa) < a.p.outer) {
+      const std::int64_t b = a.p.d_begin[sa], e = a.p.d_end[sa];
+      if (b < static_cast<std::int64_t>(cs) && e > static_cast<std::int64_t>(cs) &&
+          static_cast<std::uint64_t>(e - b) > a.chunk) {
+        sh[0] = b;
+        sh[1] = e;
+      }
+    }
+    if (sb >= 0 && static_cast<std::uint64_t>(sb) < a.p.outer) {
+      const std::int64_t b = a.p.d_begin[sb], e = a.p.d_end[sb];
+      if (b >= static_cast<std::int64_t>(cs) && b < static_cast<std::int64_t>(ce) &&
+          static_cast<std::uint64_t>(e - b) > a.chunk)
+        sh[2] = b;
+    }
+  }
+  __syncthreads();
+  const std::int64_t ab = sh[0], ae = sh[1], bb = sh[2];
+  if (ab >= 0) {  // block-uniform
+    const std::uint64_t hi = (static_cast<std::uint64_t>(ae) < ce ? static_cast<std::uint64_t>(ae) : ce) - ab;
+    Acc v = range_share<T, Op>(a.d_in + ab, cs - ab, hi, threadIdx.x, BLOCK);
+    v = core::block_reduce<Op, BLOCK>(v);
+    if (threadIdx.x == 0) w.part_a[k] = v;
+  }
+  if (bb >= 0) {
+    __syncthreads();  // block_reduce's shared memory is free again
+    Acc v = range_share<T, Op>(a.d_in + bb, 0, ce - bb, threadIdx.x, BLOCK);
+    v = core::block_reduce<Op, BLOCK>(v);
+    if (threadIdx.x == 0) w.part_b[k] = v;
+  }
+}
+
+// Ragged, offsets in order: a warp per chunk; where a long segment begins in the chunk, the warp
+// combines its partials in a fixed order (B of this chunk, then A of each later chunk it reaches:
+// lane l takes every 32nd, then the warp's tree) and writes the segment's result.
+template <class T, class Op, int BLOCK>
+__global__ void __launch_bounds__(BLOCK) seg_fixup_kernel(seg_args<T, Op> a) {
+  core::pdl_wait();  // the previous launch's writes (offset check, marks) are visible
+  core::pdl_launch_dependents();
+  using Acc = typename Op::acc_type;
+  if (status_bad(a.d_status) || a.d_status[1] != kSorted) return;
+  const std::uint64_t k = (std::uint64_t(blockIdx.x) * BLOCK + threadIdx.x) / 32;
+  const unsigned lane = threadIdx.x & 31u;
+  if (k >= a.chunks) return;  // warp-uniform
+  ragged_ws<Acc> w(a.d_partials, a.chunks);
+  const std::uint64_t cs = k * a.chunk, ce = cs + a.chunk < a.p.n ? cs + a.chunk : a.p.n;
+  const std::int64_t sb = w.cover_b[k];
+  if (sb < 0 || static_cast<std::uint64_t>(sb) >= a.p.outer) return;
+  const std::int64_t b = a.p.d_begin[sb], e = a.p.d_end[sb];
+  if (b < static_cast<std::int64_t>(cs) || b >= static_cast<std::int64_t>(ce) || static_cast<std::uint64_t>(e - b) <= a.chunk)
+    return;
+  const std::uint64_t last = (static_cast<std::uint64_t>(e) - 1) / a.chunk;
+  Acc r = Op::identity();
+  for (std::uint64_t i = lane; i <= last - k; i += 32) r = Op::combine(r, i == 0 ? w.part_b[k] : w.part_a[k + i]);
+  r = core::warp_reduce<Op, true>(r);
+  if (lane == 0) a.d_out[sb] = core::finalize_with<Op>(r, static_cast<std::uint64_t>(e - b), a.d_in + b);
 }
 
 // Long contiguous segments: per_seg blocks per segment, each reducing a grid-stride share with
@@ -118,6 +292,8 @@ __global__ void __launch_bounds__(BLOCK) seg_group_kernel(seg_args<T, Op> a) {
 // op's own fold and block tree); the last block of a segment combines the partials in order.
 template <class T, class Op, int BLOCK>
 __global__ void __launch_bounds__(BLOCK, 2) seg_split_kernel(seg_args<T, Op> a) {
+  core::pdl_wait();  // the previous launch's writes (offset check, marks) are visible
+  core::pdl_launch_dependents();
   using Acc = typename Op::acc_type;
   if (status_bad(a.d_status)) return;
   __shared__ bool last;
@@ -231,13 +407,41 @@ __device__ __forceinline__ void columns_tile(const seg_args<T, Op>& a, std::uint
   }
   __syncthreads();
   if (last) {
-    for (std::uint64_t j = threadIdx.x; j < cols_per_tile; j += BLOCK) {
-      const std::uint64_t colj = cb * cols_per_tile + j;
-      if (colj >= p.inner) continue;
+    // The tile's per_seg x cols_per_tile partials: thread t takes column t % cols_per_tile (or
+    // every BLOCK-th column when the tile is wider than the block) and every R-th partial of it
+    // from t / cols_per_tile, eight loads in flight; the R shares of a column combine in a fixed
+    // tree in shared memory.
+    const unsigned R = cols_per_tile >= BLOCK ? 1u : static_cast<unsigned>(BLOCK / cols_per_tile);
+    const unsigned q0 = threadIdx.x / (BLOCK / R > 0 ? static_cast<unsigned>(BLOCK / R) : 1u);
+    const std::uint64_t jt = R == 1 ? threadIdx.x : threadIdx.x % cols_per_tile;
+    const std::uint64_t jstep = R == 1 ? BLOCK : cols_per_tile;
+    for (std::uint64_t j = jt; j < cols_per_tile; j += jstep) {
+      const Acc* pj = a.d_partials + tile * a.per_seg * cols_per_tile + j;
       Acc r = Op::identity();
-      for (unsigned q = 0; q < a.per_seg; ++q)
-        r = Op::combine(r, core::load_cg(a.d_partials + (tile * a.per_seg + q) * cols_per_tile + j));
-      a.d_out[o * p.inner + colj] = core::finalize_with<Op>(r, p.length, a.d_in);
+      unsigned q = q0;
+      for (; q + 7 * R < a.per_seg; q += 8 * R) {
+        Acc v[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) v[u] = core::load_cg(pj + std::uint64_t(q + u * R) * cols_per_tile);
+#pragma unroll
+        for (int u = 0; u < 8; ++u) r = Op::combine(r, v[u]);
+      }
+      for (; q < a.per_seg; q += R) r = Op::combine(r, core::load_cg(pj + std::uint64_t(q) * cols_per_tile));
+      if (R == 1) {
+        const std::uint64_t colj = cb * cols_per_tile + j;
+        if (colj < p.inner) a.d_out[o * p.inner + colj] = core::finalize_with<Op>(r, p.length, a.d_in);
+        continue;
+      }
+      tree[threadIdx.x] = r;  // R > 1: one column per thread, the block's threads in R shares
+    }
+    if (R > 1) {
+      __syncthreads();
+      for (unsigned step = R / 2; step > 0; step >>= 1) {
+        if (q0 < step) tree[threadIdx.x] = Op::combine(tree[threadIdx.x], tree[threadIdx.x + step * cols_per_tile]);
+        __syncthreads();
+      }
+      const std::uint64_t colj = cb * cols_per_tile + jt;
+      if (q0 == 0 && colj < p.inner) a.d_out[o * p.inner + colj] = core::finalize_with<Op>(tree[threadIdx.x], p.length, a.d_in);
     }
   }
   __syncthreads();
@@ -245,6 +449,8 @@ __device__ __forceinline__ void columns_tile(const seg_args<T, Op>& a, std::uint
 
 template <class T, class Op, int BLOCK>
 __global__ void __launch_bounds__(BLOCK) seg_columns_kernel(seg_args<T, Op> a) {
+  core::pdl_wait();  // the previous launch's writes (offset check, marks) are visible
+  core::pdl_launch_dependents();
   const std::uint64_t VNv = a.vec ? vec16<T>::size : 1;
   const std::uint64_t cols_per_tile = std::uint64_t(a.col_vecs) * VNv;
   const std::uint64_t work = a.p.outer * ((a.p.inner + cols_per_tile - 1) / cols_per_tile) * a.per_seg;
@@ -259,6 +465,8 @@ __global__ void __launch_bounds__(BLOCK) seg_columns_kernel(seg_args<T, Op> a) {
 // the same exact sum as the 1-D exact reduce, so the same bits).
 template <class T, class Op, int BLOCK>
 __global__ void __launch_bounds__(BLOCK, 2) seg_exact_kernel(seg_args<T, Op> a) {
+  core::pdl_wait();  // the previous launch's writes (offset check, marks) are visible
+  core::pdl_launch_dependents();
   using R = typename Op::out_type;
   if (status_bad(a.d_status)) return;
   core::exact_block_state& st = core::exact_block();

@@ -17,7 +17,7 @@ template <class T, class Op>
 seg_args<T, Op> make_args(const void* d_in, const problem& p, const plan& pl, void* d_out, const seg_ctx& c) {
   return {static_cast<const T*>(d_in), static_cast<typename Op::out_type*>(d_out), p, pl.group, pl.per_seg,
           pl.col_vecs, pl.vec, static_cast<typename Op::acc_type*>(core::segmented_scratch(*c.ws)),
-          c.ws->d_seg_counters, c.d_status};
+          c.ws->d_seg_counters, c.d_status, pl.short_max, pl.chunk, pl.chunks};
 }
 template <class T, class Op>
 plan plan_of(const problem& p, bool exact, const seg_ctx& c) {
@@ -26,9 +26,14 @@ plan plan_of(const problem& p, bool exact, const seg_ctx& c) {
   return pl;
 }
 
-inline void check_launch(const char* what) { core::check_cuda(cudaGetLastError(), what); }
+// Launches kernel(a) with programmatic dependent launch (each segmented kernel waits for the
+// previous launch's writes first, so its launch overlaps that kernel's tail).
+template <class Kernel, class Args>
+void go(Kernel kernel, const Args& a, unsigned blocks, int block, const seg_ctx& c, const char* what) {
+  core::check_cuda(core::launch_pdl(kernel, a, blocks, block, c.stream), what);
+}
 
-// Any op but the exact ones: group, split or columns.
+// Any op but the exact ones: group, rowtile, split, columns or ragged.
 template <class T, class Op>
 void launch(const void* d_in, const problem& p, bool, void* d_out, const seg_ctx& c) {
   const plan pl = plan_of<T, Op>(p, false, c);
@@ -36,14 +41,22 @@ void launch(const void* d_in, const problem& p, bool, void* d_out, const seg_ctx
   if (pl.blocks == 0) return;
   switch (pl.how) {
     case strategy::group:
-      seg_group_kernel<T, Op, kGroupBlock><<<pl.blocks, kGroupBlock, 0, c.stream>>>(a);
-      return check_launch("launching the segmented group kernel");
+      return go(seg_group_kernel<T, Op, kGroupBlock>, a, pl.blocks, kGroupBlock, c, "launching the segmented group kernel");
+    case strategy::rowtile:
+      return go(seg_rowtile_kernel<T, Op, kGroupBlock>, a, pl.blocks, kGroupBlock, c, "launching the segmented row-tile kernel");
     case strategy::split:
-      seg_split_kernel<T, Op, kSplitBlock><<<pl.blocks, kSplitBlock, 0, c.stream>>>(a);
-      return check_launch("launching the segmented split kernel");
+      return go(seg_split_kernel<T, Op, kSplitBlock>, a, pl.blocks, kSplitBlock, c, "launching the segmented split kernel");
     case strategy::columns:
-      seg_columns_kernel<T, Op, kColumnsBlock><<<pl.blocks, kColumnsBlock, 0, c.stream>>>(a);
-      return check_launch("launching the segmented columns kernel");
+      return go(seg_columns_kernel<T, Op, kColumnsBlock>, a, pl.blocks, kColumnsBlock, c, "launching the segmented columns kernel");
+    case strategy::ragged: {
+      // Short and middle segments (long ones marked), then the chunks of long ones, then their
+      // fix-up; the last two return at once where the offsets are not in order.
+      go(seg_group_kernel<T, Op, kGroupBlock>, a, pl.blocks, kGroupBlock, c, "launching the segmented group kernel");
+      if (pl.chunks > 0x7fffffffull) throw error("tally: internal error: too many ragged chunks");
+      go(seg_chunk_kernel<T, Op, kChunkBlock>, a, static_cast<unsigned>(pl.chunks), kChunkBlock, c, "launching the segmented chunk kernel");
+      const std::uint64_t fix_blocks = (pl.chunks * 32 + kFixupBlock - 1) / kFixupBlock;
+      return go(seg_fixup_kernel<T, Op, kFixupBlock>, a, static_cast<unsigned>(fix_blocks), kFixupBlock, c, "launching the segmented fix-up kernel");
+    }
     default:
       throw error("tally: internal error: segmented plan " + std::string(to_string(pl.how)) + " for a non-exact op");
   }
@@ -63,8 +76,7 @@ void launch_exact(const void* d_in, const problem& p, bool, void* d_out, const s
   }
   if (pl.blocks == 0) return;
   const auto a = make_args<T, Op>(d_in, p, pl, d_out, c);
-  seg_exact_kernel<T, Op, kSplitBlock><<<pl.blocks, kSplitBlock, 0, c.stream>>>(a);
-  check_launch("launching the segmented exact kernel");
+  go(seg_exact_kernel<T, Op, kSplitBlock>, a, pl.blocks, kSplitBlock, c, "launching the segmented exact kernel");
 }
 
 // The launcher of kind k on element type T (nullptr where undefined). argmin/argmax use the

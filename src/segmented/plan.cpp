@@ -29,14 +29,27 @@ constexpr std::uint64_t kMinRoundsPerBlock = 4;
 // Exact sums over at most this many segments, each at least this long, run as 1-D launches.
 constexpr std::uint64_t kExactLaunchesMax = 64;
 constexpr std::uint64_t kExactLaunchMinElems = std::uint64_t(1) << 22;
+// A lane group reads at most this many rounds of 4 vectors per lane of a ragged segment; longer
+// segments go to a whole warp, then (past a chunk) to blocks.
+constexpr std::uint64_t kGroupRounds = 8;
+// Rows of at most this many 16-byte vectors (a power of two) run as row tiles.
+constexpr std::uint64_t kRowTileVectors = 16;
+// Ragged chunks: about eight per resident block of the chunk kernel, 16 KiB to 64 KiB of input
+// (a warp reads a middle segment alone, at a few GB/s: past a chunk, blocks share the work).
+constexpr std::uint64_t kChunkMinBytes = std::uint64_t(16) << 10, kChunkMaxBytes = std::uint64_t(64) << 10;
+constexpr std::uint64_t kChunksPerBlock = 8;
+// Column tiles sharing an axis: at most this many partials per tile for its last block to combine.
+constexpr std::uint64_t kTilePartials = std::uint64_t(16) << 10;
 
 }  // namespace
 
 const char* to_string(strategy s) {
   switch (s) {
     case strategy::group: return "group";
+    case strategy::rowtile: return "rowtile";
     case strategy::split: return "split";
     case strategy::columns: return "columns";
+    case strategy::ragged: return "ragged";
     case strategy::exact_block: return "exact_block";
     case strategy::exact_launches: return "exact_launches";
   }
@@ -60,23 +73,33 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
   if (!p.contiguous()) {
     // Columns: a tile of adjacent results, lanes along the axis.
     r.how = strategy::columns;
-    r.vec = p.inner % vn == 0 && (p.length_stride * elem_bytes) % 16 == 0 &&
+    r.vec = p.aligned16 && p.inner % vn == 0 && (p.length_stride * elem_bytes) % 16 == 0 &&
             (p.outer_stride * elem_bytes) % 16 == 0;
     const std::uint64_t per_vec = r.vec ? vn : 1;
     const std::uint64_t vecs = ceil_div(p.inner, per_vec);
-    r.col_vecs = static_cast<int>(std::min<std::uint64_t>(kColumnsBlock, pow2_ceil(vecs)));
+    const std::uint64_t resident = sms * (d.max_threads_per_sm / kColumnsBlock);
+    // The widest tile (fewest lanes along the axis, the longest run of loads per lane) while the
+    // tiles fill the GPU; with fewer tiles than resident blocks, blocks share a tile's axis, and
+    // the tile narrows (down to 8 vectors, whole 128-byte lines) until its last block has at
+    // most kTilePartials partials to combine.
+    std::uint64_t cv = std::min<std::uint64_t>(kColumnsBlock, pow2_ceil(vecs));
+    auto tiles_of = [&](std::uint64_t c) { return p.outer * ceil_div(p.inner, c * per_vec); };
+    auto per_of = [&](std::uint64_t c) {
+      const std::uint64_t t = tiles_of(c), lanes_c = kColumnsBlock / c;
+      if (t >= resident) return std::uint64_t(1);
+      std::uint64_t q = ceil_div(resident, t);
+      q = std::min<std::uint64_t>(q, std::max<std::uint64_t>(1, p.length / (lanes_c * 8)));  // >= 8 rows per lane
+      q = std::min<std::uint64_t>(q, slots / std::max<std::uint64_t>(1, t * c * per_vec));
+      if (t > d.max_tiles) q = 1;
+      return std::max<std::uint64_t>(q, 1);
+    };
+    const std::uint64_t cv_min = std::min<std::uint64_t>(cv, 8);
+    while (cv > cv_min && per_of(cv) > 1 && (per_of(cv) * cv * per_vec > kTilePartials || cv > 32)) cv /= 2;
+    r.col_vecs = static_cast<int>(cv);
     const std::uint64_t lanes = kColumnsBlock / r.col_vecs;
     const std::uint64_t cols_per_tile = std::uint64_t(r.col_vecs) * per_vec;
-    const std::uint64_t tiles = p.outer * ceil_div(p.inner, cols_per_tile);
-    const std::uint64_t resident = sms * (d.max_threads_per_sm / kColumnsBlock);
-    std::uint64_t per = 1;
-    if (tiles < resident) {
-      per = ceil_div(resident, tiles);
-      per = std::min<std::uint64_t>(per, std::max<std::uint64_t>(1, p.length / (lanes * 8)));  // >= 8 rows per lane
-      per = std::min<std::uint64_t>(per, slots / std::max<std::uint64_t>(1, tiles * cols_per_tile));
-      if (tiles > d.max_tiles) per = 1;
-      per = std::max<std::uint64_t>(per, 1);
-    }
+    const std::uint64_t tiles = tiles_of(cv);
+    const std::uint64_t per = per_of(cv);
     r.per_seg = static_cast<unsigned>(per);
     r.blocks = static_cast<unsigned>(std::min<std::uint64_t>(tiles * per, resident * 4));
     r.why = "inner " + std::to_string(p.inner) + ", axis stride " + std::to_string(p.length_stride) + ": tiles of " + std::to_string(cols_per_tile) +
@@ -99,24 +122,57 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
   }
 
   const std::uint64_t nvec = length / vn;
-  // Ragged segments of a mean length past a few warps' worth go to blocks (a block per segment):
-  // a heavy tail puts most of the data in segments far longer than the mean.
-  const std::uint64_t block_from = p.ragged() ? 256 : kBlockSegmentVectors;
-  if (nvec < block_from) {
+  if (p.ragged()) {
+    // Balanced by elements: a heavy tail puts most of the data in a few segments far longer
+    // than the mean, so lane groups take the short ones, warps the middle ones and blocks cut
+    // the long ones into chunks.
+    r.how = strategy::ragged;
+    // A heavy tail puts the median far below the mean: lanes are sized for a quarter of it.
+    r.group = static_cast<int>(std::min<std::uint64_t>(32, pow2_floor(std::max<std::uint64_t>(1, nvec / 16))));
+    r.short_max = std::uint64_t(r.group) * 4 * vn * kGroupRounds;
+    const std::uint64_t eb = static_cast<std::uint64_t>(elem_bytes);
+    const std::uint64_t resident_chunk = sms * std::max(1, d.max_threads_per_sm / kChunkBlock);
+    std::uint64_t bytes = pow2_floor(std::max<std::uint64_t>(1, p.n * eb / (kChunksPerBlock * resident_chunk)));
+    bytes = std::min(std::max(bytes, kChunkMinBytes), kChunkMaxBytes);
+    r.chunk = bytes / eb;
+    const std::uint64_t max_chunks = d.partial_bytes / ragged_chunk_bytes(acc_bytes);
+    if (ceil_div(p.n, r.chunk) > max_chunks) r.chunk = ceil_div(p.n, max_chunks);
+    r.chunks = std::max<std::uint64_t>(1, ceil_div(p.n, r.chunk));
+    r.short_max = std::min(r.short_max, r.chunk);
+    const std::uint64_t threads = std::max<std::uint64_t>(1, segments) * r.group;
+    const std::uint64_t resident = sms * (d.max_threads_per_sm / kGroupBlock);
+    r.blocks = static_cast<unsigned>(std::min<std::uint64_t>(ceil_div(threads, kGroupBlock), resident));
+    r.why = std::to_string(r.group) + " lane(s) per segment up to " + std::to_string(r.short_max) +
+            " elements (mean " + std::to_string(length) + "), a warp up to " + std::to_string(r.chunk) +
+            ", longer ones in chunks of " + std::to_string(r.chunk) + " elements, a block each";
+    return r;
+  }
+  // Short rows of whole aligned vectors: a row tile.
+  const bool whole_vectors = p.aligned16 && length % vn == 0 && (p.outer_stride * elem_bytes) % 16 == 0;
+  if (whole_vectors && nvec >= 1 && nvec <= kRowTileVectors && pow2_floor(nvec) == nvec) {
+    r.how = strategy::rowtile;
+    r.group = static_cast<int>(nvec);
+    const std::uint64_t threads = ceil_div(std::max<std::uint64_t>(1, segments), 4) * r.group;
+    const std::uint64_t resident = sms * (d.max_threads_per_sm / kGroupBlock);
+    r.blocks = static_cast<unsigned>(std::min<std::uint64_t>(ceil_div(threads, kGroupBlock), resident));
+    r.why = std::to_string(r.group) + " lane(s) per row of " + std::to_string(length) +
+            " elements, one 16-byte vector each: 512 contiguous bytes per warp load";
+    return r;
+  }
+  if (nvec < kBlockSegmentVectors) {
     // Short and middle segments: about four vectors per lane, at most a warp per segment.
     r.how = strategy::group;
     r.group = static_cast<int>(std::min<std::uint64_t>(32, pow2_floor(std::max<std::uint64_t>(1, nvec / 4))));
     const std::uint64_t threads = std::max<std::uint64_t>(1, segments) * r.group;
     const std::uint64_t resident = sms * (d.max_threads_per_sm / kGroupBlock);
     r.blocks = static_cast<unsigned>(std::min<std::uint64_t>(ceil_div(threads, kGroupBlock), resident));
-    r.why = std::to_string(r.group) + " lane(s) per segment of " + (p.ragged() ? "mean " : "") +
-            std::to_string(length) + " elements";
+    r.why = std::to_string(r.group) + " lane(s) per segment of " + std::to_string(length) + " elements";
     return r;
   }
   // Long segments: blocks, several per segment when there are too few segments to fill the GPU.
   r.how = strategy::split;
   std::uint64_t per = 1;
-  if (segments < resident_split && !p.ragged()) {
+  if (segments < resident_split) {
     per = ceil_div(resident_split, segments);
     per = std::min<std::uint64_t>(per, std::max<std::uint64_t>(1, nvec / (kSplitBlock * 4 * kMinRoundsPerBlock)));
     per = std::min<std::uint64_t>(per, slots / std::max<std::uint64_t>(1, segments));
@@ -126,7 +182,7 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
   r.per_seg = static_cast<unsigned>(per);
   r.blocks = static_cast<unsigned>(std::min<std::uint64_t>(segments * per, resident_split * 8));
   r.why = (per > 1 ? std::to_string(per) + " blocks per segment of " : "a block per segment of ") +
-          std::string(p.ragged() ? "mean " : "") + std::to_string(length) + " elements";
+          std::to_string(length) + " elements";
   return r;
 }
 

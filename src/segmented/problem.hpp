@@ -22,6 +22,7 @@ struct problem {
   const std::int64_t* d_begin = nullptr;              // ragged segments (device), else null
   const std::int64_t* d_end = nullptr;
   std::uint64_t n = 0;  // ragged: elements at d_in; every offset must lie in [0, n]
+  bool aligned16 = false;  // d_in is 16-byte aligned (vector loads of columns and row tiles need it)
   bool ragged() const { return d_begin != nullptr; }
   // Every result reads one contiguous range (rows, ragged segments, trailing axes).
   bool contiguous() const { return ragged() || (inner == 1 && (length_stride == 1 || length <= 1)); }
@@ -29,6 +30,10 @@ struct problem {
 };
 
 // How a problem runs (one launch each; exact adds one launch per segment for few long ones).
+//   rowtile:  inner == 1, short rows of `group` (1..32) whole 16-byte vectors, rows 16-byte
+//             aligned: lane l of a warp reads vector l % group of row l / group, so each load
+//             instruction of the warp reads 512 contiguous bytes; four rows' loads in flight per
+//             lane and a shuffle tree inside the group.
 //   group:    inner == 1, short and middle segments: `group` lanes (1..32) of a warp per
 //             segment, 16-byte loads, a shuffle tree inside the group.
 //   split:    inner == 1, long segments: `per_seg` blocks per segment (1: a block per
@@ -37,9 +42,15 @@ struct problem {
 //   columns:  inner > 1 or a strided axis: a block covers col_vecs vectors of adjacent results (16-byte loads when
 //             `vec`) and BLOCK / col_vecs lanes along the axis, combined in a fixed tree in shared
 //             memory; `per_seg` blocks share a tile's axis, combined like split.
+//   ragged:   ragged segments (any lengths, a heavy tail included): the group kernel with
+//             `group` lanes per segment of at most `short_max` elements; a whole warp per segment
+//             up to `chunk` elements; longer ones (offsets in order) are cut at fixed
+//             `chunk`-element boundaries of the input, a block per chunk, and a fix-up warp per
+//             long segment combines its chunks' partials in order. Three launches, each balanced
+//             by elements, not by segments.
 //   exact_block / exact_launches: exact sums (inner == 1): a block per segment with the block's
 //             exact accumulator, or, for a few long segments, the 1-D exact reduce per segment.
-enum class strategy : int { group, split, columns, exact_block, exact_launches };
+enum class strategy : int { group, rowtile, split, columns, ragged, exact_block, exact_launches };
 const char* to_string(strategy s);
 
 struct plan {
@@ -49,6 +60,9 @@ struct plan {
   unsigned per_seg = 1;  // split / columns: blocks sharing one segment or tile
   int col_vecs = 1;      // columns: vectors (of 16 bytes, or single elements) across a tile
   bool vec = true;       // columns: 16-byte loads
+  std::uint64_t short_max = ~std::uint64_t(0);  // group / ragged: longest segment for `group` lanes
+  std::uint64_t chunk = ~std::uint64_t(0);      // ragged: chunk of the input (elements); longer segments go to blocks
+  std::uint64_t chunks = 0;                     // ragged: ceil(n / chunk)
   std::string why;       // the rule's reasons, for `tally bench segmented` and --debug
 };
 
@@ -63,6 +77,12 @@ struct device_limits {
 inline constexpr int kGroupBlock = 256;    // threads per block of the group kernel
 inline constexpr int kSplitBlock = 512;    // and of the split and exact kernels
 inline constexpr int kColumnsBlock = 256;  // and of the columns kernel
+inline constexpr int kChunkBlock = 512;    // and of the ragged chunk kernel
+inline constexpr int kFixupBlock = 256;    // and of the ragged fix-up kernel (a warp per chunk)
+
+// The ragged plan's workspace: per chunk, the segment covering its start (A) and the one starting
+// in it (B), and their partials.
+inline std::uint64_t ragged_chunk_bytes(int acc_bytes) { return 16 + 2 * static_cast<std::uint64_t>(acc_bytes); }
 
 // acc_bytes: the op's accumulator (partials of split and columns plans are that large).
 plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, const device_limits& d);
