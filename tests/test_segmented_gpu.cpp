@@ -285,6 +285,37 @@ TEST(SegmentedGpu, RaggedInOrderLongSegments) {
   }
 }
 
+// An input that is not 16-byte aligned (a view one element into a buffer): rows, columns and
+// segments whose shapes would take vector loads from an aligned pointer fall back to element
+// loads, with the same results.
+TEST(SegmentedGpu, InputsNotSixteenByteAligned) {
+  TALLY_REQUIRE_GPU();
+  const std::uint64_t rows = 3000, cols = 16;
+  const auto x = small_ints<float>(rows * cols + 1, test_seed() + 99);
+  device_buffer d(x.size() * 4);
+  d.upload(x.data(), x.size() * 4);
+  const float* in = static_cast<const float*>(d.get()) + 1;
+  const std::vector<float> view(x.begin() + 1, x.end());
+  std::vector<std::vector<std::uint64_t>> rr(rows), cr(cols);
+  for (std::uint64_t r = 0; r < rows; ++r)
+    for (std::uint64_t c = 0; c < cols; ++c) rr[r].push_back(r * cols + c), cr[c].push_back(r * cols + c);
+  std::vector<std::int64_t> b(rows), e(rows);
+  for (std::uint64_t r = 0; r < rows; ++r) b[r] = static_cast<std::int64_t>(r * cols), e[r] = b[r] + static_cast<std::int64_t>(cols);
+  device_buffer db(rows * 8), de(rows * 8);
+  db.upload(b.data(), rows * 8), de.upload(e.data(), rows * 8);
+  for (op o : {op::sum, op::argmax, op::min}) {
+    device_buffer out(rows * 16);
+    reduce_rows(in, rows, cols, cols, dtype::f32, o, out.get());
+    check_results(("unaligned rows (" + seg::last_plan().why + ")").c_str(), view, rr, o, out);
+    reduce_columns(in, rows, cols, cols, dtype::f32, o, out.get());
+    EXPECT_FALSE(seg::last_plan().vec);
+    check_results(("unaligned columns (" + seg::last_plan().why + ")").c_str(), view, cr, o, out);
+    reduce_segments(in, rows * cols, static_cast<const std::int64_t*>(db.get()), static_cast<const std::int64_t*>(de.get()),
+                    rows, dtype::f32, o, out.get());
+    check_results("unaligned segments", view, rr, o, out);
+  }
+}
+
 // Exact sums of rows and segments are the 1-D exact reduce of each, bit for bit (wide-range data
 // that flushes into the long accumulator, long rows run as 1-D launches, short rows by blocks).
 TEST(SegmentedGpu, ExactRowsEqualOneDimensionalExact) {
