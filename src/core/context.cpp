@@ -100,6 +100,20 @@ struct relaxed_capture {
 std::atomic<std::size_t> g_created{0};
 std::atomic<int> g_cache_generation{0};  // bumped when a workspace is freed
 
+// cudaMalloc(bytes), then every byte set to `value` on the device's set-up stream (which never
+// waits on others, so this is safe while a stream is being captured); freed again on failure.
+void* alloc_filled(device_slot& slot, std::size_t bytes, int value, const char* what) {
+  void* p = nullptr;
+  check_cuda(cudaMalloc(&p, bytes), (std::string("cudaMalloc(") + what + ")").c_str());
+  cudaError_t e = cudaMemsetAsync(p, value, bytes, slot.setup_stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(slot.setup_stream);
+  if (e != cudaSuccess) {
+    cudaFree(p);
+    throw_cuda(e, (std::string("initialising the ") + what).c_str());
+  }
+  return p;
+}
+
 std::unique_ptr<workspace> make_workspace(device_slot& slot) {
   ++g_created;
   relaxed_capture guard;
@@ -137,14 +151,7 @@ std::unique_ptr<workspace> make_capture_workspace(device_slot& slot) {
   const std::size_t chunk = (partial_bytes + kTailBytes + 255) / 256 * 256;
   if (slot.slab_left < chunk) {
     const std::size_t slab_bytes = std::max<std::size_t>(std::size_t(8) << 20, chunk);
-    char* slab = nullptr;
-    check_cuda(cudaMalloc(reinterpret_cast<void**>(&slab), slab_bytes), "cudaMalloc(tally capture workspace)");
-    cudaError_t e = cudaMemsetAsync(slab, 0, slab_bytes, slot.setup_stream);
-    if (e == cudaSuccess) e = cudaStreamSynchronize(slot.setup_stream);
-    if (e != cudaSuccess) {
-      cudaFree(slab);
-      throw_cuda(e, "initialising the tally capture workspace");
-    }
+    char* slab = static_cast<char*>(alloc_filled(slot, slab_bytes, 0, "tally capture workspace"));
     slot.slab = slab;
     slot.slab_left = slab_bytes;
   }
@@ -213,18 +220,10 @@ workspace::~workspace() {
 void* segmented_scratch(workspace& ws) {
   if (ws.d_seg_scratch == nullptr) {
     relaxed_capture guard;
-    void* p = nullptr;
-    check_cuda(cudaMalloc(&p, kSegScratchBytes), "cudaMalloc(tally segmented workspace)");
-    // Once, on the device's set-up stream: every byte defined (the ragged plan's chunk entries
-    // read -1, "no segment"), so nothing ever reads memory that was never written.
-    device_slot& slot = g_devices[current_context().ordinal];
-    cudaError_t e = cudaMemsetAsync(p, 0xff, kSegScratchBytes, slot.setup_stream);
-    if (e == cudaSuccess) e = cudaStreamSynchronize(slot.setup_stream);
-    if (e != cudaSuccess) {
-      cudaFree(p);
-      throw_cuda(e, "initialising the tally segmented workspace");
-    }
-    ws.d_seg_scratch = p;
+    // Every byte defined (the ragged plan's chunk entries read -1, "no segment"), so nothing
+    // ever reads memory that was never written.
+    ws.d_seg_scratch = alloc_filled(g_devices[current_context().ordinal], kSegScratchBytes, 0xff,
+                                    "tally segmented workspace");
   }
   return ws.d_seg_scratch;
 }

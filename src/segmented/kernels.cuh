@@ -18,6 +18,13 @@ using core::vec16;
 
 inline constexpr unsigned long long kStatusOk = ~0ull;  // ragged offsets all valid
 
+// Every segmented kernel starts here: wait for the previous launch's writes (offset check, chunk
+// marks) under programmatic dependent launch, and let the next launch start launching.
+__device__ __forceinline__ void kernel_entry() {
+  core::pdl_wait();
+  core::pdl_launch_dependents();
+}
+
 template <class T, class Op>
 struct seg_args {
   const T* d_in;
@@ -137,8 +144,7 @@ __device__ __forceinline__ void mark_long(std::int64_t* cover_a, std::int64_t* c
 // order, those longer than a chunk are only marked for the chunk kernel.
 template <class T, class Op, int BLOCK>
 __global__ void __launch_bounds__(BLOCK) seg_group_kernel(seg_args<T, Op> a) {
-  core::pdl_wait();  // the previous launch's writes (offset check, marks) are visible
-  core::pdl_launch_dependents();
+  kernel_entry();
   if (status_bad(a.d_status)) return;
   const bool sorted = a.d_status != nullptr && a.d_status[1] == kSorted;
   const unsigned G = static_cast<unsigned>(a.group);
@@ -182,8 +188,7 @@ __global__ void __launch_bounds__(BLOCK) seg_group_kernel(seg_args<T, Op> a) {
 // step's m lanes combine in a shuffle tree and the first writes the row's result.
 template <class T, class Op, int BLOCK>
 __global__ void __launch_bounds__(BLOCK) seg_rowtile_kernel(seg_args<T, Op> a) {
-  core::pdl_wait();  // the previous launch's writes (offset check, marks) are visible
-  core::pdl_launch_dependents();
+  kernel_entry();
   using V = vec16<T>;
   using Acc = typename Op::acc_type;
   constexpr int VN = V::size;
@@ -266,8 +271,7 @@ __global__ void __launch_bounds__(BLOCK) seg_chunk_kernel(seg_args<T, Op> a) {
 // lane l takes every 32nd, then the warp's tree) and writes the segment's result.
 template <class T, class Op, int BLOCK>
 __global__ void __launch_bounds__(BLOCK) seg_fixup_kernel(seg_args<T, Op> a) {
-  core::pdl_wait();  // the previous launch's writes (offset check, marks) are visible
-  core::pdl_launch_dependents();
+  kernel_entry();
   using Acc = typename Op::acc_type;
   if (status_bad(a.d_status) || a.d_status[1] != kSorted) return;
   const std::uint64_t k = (std::uint64_t(blockIdx.x) * BLOCK + threadIdx.x) / 32;
@@ -292,8 +296,7 @@ __global__ void __launch_bounds__(BLOCK) seg_fixup_kernel(seg_args<T, Op> a) {
 // op's own fold and block tree); the last block of a segment combines the partials in order.
 template <class T, class Op, int BLOCK>
 __global__ void __launch_bounds__(BLOCK, 2) seg_split_kernel(seg_args<T, Op> a) {
-  core::pdl_wait();  // the previous launch's writes (offset check, marks) are visible
-  core::pdl_launch_dependents();
+  kernel_entry();
   using Acc = typename Op::acc_type;
   if (status_bad(a.d_status)) return;
   __shared__ bool last;
@@ -449,8 +452,7 @@ __device__ __forceinline__ void columns_tile(const seg_args<T, Op>& a, std::uint
 
 template <class T, class Op, int BLOCK>
 __global__ void __launch_bounds__(BLOCK) seg_columns_kernel(seg_args<T, Op> a) {
-  core::pdl_wait();  // the previous launch's writes (offset check, marks) are visible
-  core::pdl_launch_dependents();
+  kernel_entry();
   const std::uint64_t VNv = a.vec ? vec16<T>::size : 1;
   const std::uint64_t cols_per_tile = std::uint64_t(a.col_vecs) * VNv;
   const std::uint64_t work = a.p.outer * ((a.p.inner + cols_per_tile - 1) / cols_per_tile) * a.per_seg;
@@ -465,8 +467,7 @@ __global__ void __launch_bounds__(BLOCK) seg_columns_kernel(seg_args<T, Op> a) {
 // the same exact sum as the 1-D exact reduce, so the same bits).
 template <class T, class Op, int BLOCK>
 __global__ void __launch_bounds__(BLOCK, 2) seg_exact_kernel(seg_args<T, Op> a) {
-  core::pdl_wait();  // the previous launch's writes (offset check, marks) are visible
-  core::pdl_launch_dependents();
+  kernel_entry();
   using R = typename Op::out_type;
   if (status_bad(a.d_status)) return;
   core::exact_block_state& st = core::exact_block();
