@@ -410,6 +410,30 @@ for order in ("C", "F"):
                     eps = 1e-5 if dt == np.float32 else 1e-13
                     ok = got.shape == want.shape and np.allclose(got, want, rtol=eps, atol=eps)
                 check(name, f"{got.shape} {got.dtype}", f"{want.shape}", bool(ok))
+# `tally stats --axis K -o OUT.npy`: the remaining shape plus 7 fields (count, sum, min, max, mean,
+# variance, stddev with --ddof) against numpy's, C and Fortran order.
+for order in ("C", "F"):
+    for dt in (np.int32, np.float32, np.float64):
+        src = os.path.join(work, f"axis_{order}_{np.dtype(dt).name}.npy")
+        a = np.load(src).astype(np.float64)
+        for axes in ((0,), (2,), (-1,), (1, 2)):
+            for ddof in (0, 1):
+                dst = os.path.join(work, "stats_out.npy")
+                rc, out, err = command("stats", "--axis", ",".join(map(str, axes)), "--ddof", str(ddof), "-o", dst, src)
+                name = f"stats --axis {axes} --ddof {ddof} {np.dtype(dt).name} {order}-order"
+                if rc != 0:
+                    check(name, err, "", False)
+                    continue
+                got = np.load(dst)
+                count = np.prod([a.shape[k] for k in axes])
+                want = np.stack([np.full(np.sum(a, axis=axes).shape, float(count)), np.sum(a, axis=axes),
+                                 np.min(a, axis=axes), np.max(a, axis=axes), np.mean(a, axis=axes),
+                                 np.var(a, axis=axes, ddof=ddof), np.std(a, axis=axes, ddof=ddof)], axis=-1)
+                ok = got.dtype == np.float64 and got.shape == want.shape and np.allclose(got, want, rtol=1e-9, atol=1e-9)
+                check(name, f"{got.shape} {got.dtype}", f"{want.shape}", bool(ok))
+rc, out, err = command("stats", "-o", os.path.join(work, "stats_out.npy"), os.path.join(work, "axis_C_int32.npy"))
+check("stats -o without --axis is refused", err, "error", rc != 0 and "--axis" in err)
+
 rc, out, err = command("reduce", "--axis", "4", os.path.join(work, "axis_C_int32.npy"))
 check("--axis 4 of a 4-d array is refused", err, "error", rc != 0 and "out of range" in err)
 

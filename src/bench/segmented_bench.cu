@@ -1,6 +1,8 @@
 // `tally bench segmented` (see segmented_bench.hpp).
 #include <cub/device/device_segmented_reduce.cuh>
 #include <cuda_runtime.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
 
 #include <algorithm>
 #include <cmath>
@@ -54,6 +56,34 @@ std::vector<std::int64_t> ragged_offsets(std::uint64_t n, std::uint64_t segments
   off[segments] = static_cast<std::int64_t>(n);
   return off;
 }
+
+// Runs tally's call (calls[0], results at out) and CUB's (calls[1], results at out + region) once
+// more and compares the first results (up to 64): "ok", or "MISMATCH" past a sum's tolerance.
+std::string compare_first(const std::vector<call_fn>& calls, cudaStream_t stream, const dev_mem& out,
+                          std::uint64_t region, std::uint64_t results, std::uint64_t len) {
+  calls[0](stream, 0);
+  calls[1](stream, 0);
+  std::vector<float> a(std::min<std::uint64_t>(results, 64)), b(a.size());
+  check(cudaMemcpyAsync(a.data(), out.p, a.size() * 4, cudaMemcpyDeviceToHost, stream), "copy");
+  check(cudaMemcpyAsync(b.data(), out.as<float>() + region, b.size() * 4, cudaMemcpyDeviceToHost, stream), "copy");
+  check(cudaStreamSynchronize(stream), "sync");
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (std::fabs(a[i] - b[i]) > 1e-3f * std::sqrt(float(len)) + 1e-4f) return "MISMATCH";
+  return "ok";
+}
+
+// A plan in a table cell: the strategy, the lane group, the blocks per segment.
+std::string plan_cell(const seg::plan& pl) {
+  return std::string(seg::to_string(pl.how)) + (pl.how == seg::strategy::group ? " g" + std::to_string(pl.group) : "") +
+         (pl.per_seg > 1 ? " x" + std::to_string(pl.per_seg) : "");
+}
+
+// x[i] * y[i]: CUB's input for the dot of matching rows.
+struct product_at {
+  const float* x;
+  const float* y;
+  __host__ __device__ float operator()(std::int64_t i) const { return x[i] * y[i]; }
+};
 
 }  // namespace
 
@@ -119,25 +149,14 @@ report run_segmented_bench(const segmented_bench_options& opt) {
               reduce(x.p, total, dtype::f32, op::sum, out.as<char>() + 32, reinterpret_cast<stream_t>(s));
             }};
         const auto tm = time_interleaved(calls, stream, 1, plan);
-        // Check: tally's results against CUB's (rows) on the first results.
-        std::string verdict = "ok";
-        if (by_rows) {
-          calls[0](stream, 0);
-          std::vector<float> a(std::min<std::uint64_t>(rows, 64)), b(a.size());
-          check(cudaMemcpyAsync(a.data(), out.p, a.size() * 4, cudaMemcpyDeviceToHost, stream), "copy");
-          calls[1](stream, 0);
-          check(cudaMemcpyAsync(b.data(), out.as<float>() + region, b.size() * 4, cudaMemcpyDeviceToHost, stream), "copy");
-          check(cudaStreamSynchronize(stream), "sync");
-          for (std::size_t i = 0; i < a.size(); ++i)
-            if (std::fabs(a[i] - b[i]) > 1e-3f * std::sqrt(float(cols)) + 1e-4f) verdict = "MISMATCH";
-        }
         const seg::plan pl = seg::last_plan();
+        // Check: tally's results against CUB's (rows) on the first results.
+        const std::string verdict = by_rows ? compare_first(calls, stream, out, region, rows, cols) : "ok";
         json r;
         r["total"] = pow2(total);
         r["shape"] = pow2(rows) + " x " + pow2(cols);
         r["form"] = by_rows ? "rows" : "columns";
-        r["plan"] = std::string(seg::to_string(pl.how)) + (pl.how == seg::strategy::group ? " g" + std::to_string(pl.group) : "") +
-                    (pl.per_seg > 1 ? " x" + std::to_string(pl.per_seg) : "");
+        r["plan"] = plan_cell(pl);
         r["tally_us"] = tm[0].graph_us;
         r["cub_us"] = tm[1].graph_us;
         r["flat_us"] = tm[2].graph_us;
@@ -183,7 +202,7 @@ report run_segmented_bench(const segmented_bench_options& opt) {
       json r;
       r["total"] = pow2(total);
       r["segments"] = pow2(segments);
-      r["plan"] = std::string(seg::to_string(pl.how)) + (pl.how == seg::strategy::group ? " g" + std::to_string(pl.group) : "");
+      r["plan"] = plan_cell(pl);
       r["tally_us"] = tm[0].graph_us;
       r["cub_us"] = tm[1].graph_us;
       r["ratio"] = tm[1].graph_us / tm[0].graph_us;
@@ -194,6 +213,64 @@ report run_segmented_bench(const segmented_bench_options& opt) {
     }
   }
   rep.tables.push_back(std::move(g));
+
+  // Dot of matching rows: tally's dot_rows against CUB summing x[i] * y[i] through a transform
+  // iterator over the same row offsets (two matrices read, so the bytes are twice the total).
+  table dt;
+  dt.title = "dot f32 of matching rows (x, y both rows x cols): tally dot_rows vs CUB DeviceSegmentedReduce::Sum of "
+             "x*y (" + dev.name + ")";
+  dt.columns = {{"total", "total", -1},          {"shape", "rows x cols", -1}, {"plan", "tally plan", -1},
+                {"tally_us", "tally us", 2},     {"cub_us", "CUB us", 2},      {"ratio", "CUB/tally", 2},
+                {"stream_ratio", "stream CUB/tally", 2}, {"gbps", "tally GB/s", 1}, {"pct_ceiling", "% ceiling", 1},
+                {"check", "check", -1}};
+  dev_mem y(nmax * 4);
+  fill_random(y.p, nmax, dtype::f32, 8, -1.0, 1.0);
+  const float* xs = x.as<float>();
+  const float* ys = y.as<float>();
+  const auto products = thrust::make_transform_iterator(thrust::make_counting_iterator<std::int64_t>(0),
+                                                        product_at{xs, ys});
+  std::size_t dot_temp_bytes = 0;
+  cub::DeviceSegmentedReduce::Sum(nullptr, dot_temp_bytes, products, out.as<float>(), int(nmax / 16),
+                                  offs.as<std::int64_t>(), offs.as<std::int64_t>() + 1, stream);
+  dev_mem dot_temp(dot_temp_bytes);
+  for (int lt : totals) {
+    const std::uint64_t total = std::uint64_t(1) << lt;
+    for (std::uint64_t cols : {std::uint64_t(16), std::uint64_t(256), std::uint64_t(4096), std::uint64_t(65536),
+                               std::uint64_t(1) << 20}) {
+      if (cols > total) continue;
+      const std::uint64_t rows = total / cols;
+      std::vector<std::int64_t> h(rows + 1);
+      for (std::size_t s = 0; s < h.size(); ++s) h[s] = static_cast<std::int64_t>(s * cols);
+      check(cudaMemcpy(offs.p, h.data(), h.size() * 8, cudaMemcpyHostToDevice), "offsets");
+      std::vector<call_fn> calls = {
+          [&](cudaStream_t s, std::uint64_t) {
+            dot_rows(x.p, y.p, rows, cols, cols, cols, dtype::f32, out.p, reinterpret_cast<stream_t>(s));
+          },
+          [&](cudaStream_t s, std::uint64_t) {
+            std::size_t tb = dot_temp_bytes;
+            check(cub::DeviceSegmentedReduce::Sum(dot_temp.p, tb, products, out.as<float>() + region, int(rows),
+                                                  offs.as<std::int64_t>(), offs.as<std::int64_t>() + 1, s),
+                  "cub::DeviceSegmentedReduce::Sum(x*y)");
+          }};
+      const auto tm = time_interleaved(calls, stream, 1, plan);
+      const seg::plan pl = seg::last_plan();
+      const std::string verdict = compare_first(calls, stream, out, region, rows, cols);
+      json r;
+      r["total"] = pow2(total);
+      r["shape"] = pow2(rows) + " x " + pow2(cols);
+      r["plan"] = plan_cell(pl);
+      r["tally_us"] = tm[0].graph_us;
+      r["cub_us"] = tm[1].graph_us;
+      r["ratio"] = tm[1].graph_us / tm[0].graph_us;
+      r["stream_ratio"] = tm[1].stream_us / tm[0].stream_us;
+      r["gbps"] = 2.0 * total * 4 / tm[0].graph_us / 1e3;
+      r["pct_ceiling"] = 100.0 * 2 * total * 4 / tm[0].graph_us / 1e3 / ceil.read_gbps;
+      r["check"] = verdict;
+      dt.rows.push_back(r);
+      if (opt.progress) opt.progress("dot rows " + pow2(rows) + " x " + pow2(cols));
+    }
+  }
+  rep.tables.push_back(std::move(dt));
   cudaStreamDestroy(stream);
   return rep;
 }

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <iostream>
 
@@ -125,6 +126,73 @@ int reduce_along_axes(const io::loaded_array& a, const std::string& path, op o, 
     for (std::uint64_t i = 0; i < std::min<std::uint64_t>(p.results, kShown); ++i) {
       if (indexed) fmt::print("  [{}] {} at index {}\n", i, v[i].to_string(), v[i].index);
       else fmt::print("  [{}] {}\n", i, v[i].to_string());
+    }
+    if (p.results > kShown)
+      fmt::print("  ... {} more (all of them: --value-only, --json, or -o FILE.npy)\n", p.results - kShown);
+  }
+  return 0;
+}
+
+int stats_along_axes(const io::loaded_array& a, const std::string& path, const options& opt, int ddof,
+                     const std::vector<int>& axes, const axis_output& out) {
+  const axis_plan p = plan_axes(a.shape, a.fortran_order, axes);
+  device_buffer d(std::max<std::size_t>(a.bytes.size(), 1));
+  if (!a.bytes.empty()) d.upload(a.bytes.data(), a.bytes.size());
+  device_buffer r(std::max<std::size_t>(p.results * sizeof(stats), 8));
+  stats_axis(d.get(), p.dims.data(), static_cast<int>(p.dims.size()), p.axis, p.count, a.type, r.get(), nullptr, opt);
+  const std::vector<stats> st = stats_to_host(r.get(), p.results);
+  std::string axes_text;
+  for (std::size_t i = 0; i < axes.size(); ++i) axes_text += (i ? "," : "") + std::to_string(axes[i]);
+  constexpr int kFields = 7;
+  auto fields = [&](const stats& s) {
+    return std::array<double, kFields>{static_cast<double>(s.count), s.sum, s.min, s.max, s.mean, s.variance(ddof),
+                                       s.stddev(ddof)};
+  };
+  if (!out.out_path.empty()) {
+    std::vector<double> data(p.results * kFields);
+    for (std::uint64_t i = 0; i < p.results; ++i) {
+      const auto f = fields(st[i]);
+      for (int k = 0; k < kFields; ++k)  // the fields axis is last: outermost in Fortran order
+        data[p.fortran ? k * p.results + i : i * kFields + k] = f[k];
+    }
+    std::vector<std::uint64_t> shape = p.out_shape;
+    shape.push_back(kFields);
+    io::write_npy(out.out_path, dtype::f64, data.data(), shape, p.fortran);
+    if (!out.value_only && !out.json)
+      fmt::print("stats along axis {} of {} {} -> {} f64 (count, sum, min, max, mean, variance, stddev; ddof {}) "
+                 "written to {}\n",
+                 axes_text, shape_text(a.shape), to_string(a.type), shape_text(shape), ddof, out.out_path);
+    return 0;
+  }
+  auto num = [](double x) { return fmt::format("{}", x); };  // shortest text that round-trips
+  if (out.json) {
+    nlohmann::json j{{"dtype", to_string(a.type)},  {"shape", a.shape},           {"axes", axes},
+                     {"result_shape", p.out_shape}, {"fortran_order", p.fortran}, {"nan", to_string(opt.nan)},
+                     {"ddof", ddof}};
+    nlohmann::json rows = nlohmann::json::array();
+    for (const stats& s : st) {
+      const auto f = fields(s);
+      rows.push_back({{"count", s.count}, {"sum", num(f[1])}, {"min", num(f[2])}, {"max", num(f[3])},
+                      {"mean", num(f[4])}, {"variance", num(f[5])}, {"stddev", num(f[6])}});
+    }
+    j["stats"] = rows;
+    std::cout << j.dump(2) << "\n";
+  } else if (out.value_only) {
+    for (const stats& s : st) {
+      const auto f = fields(s);
+      fmt::print("{} {} {} {} {} {} {}\n", s.count, num(f[1]), num(f[2]), num(f[3]), num(f[4]), num(f[5]), num(f[6]));
+    }
+  } else {
+    fmt::print("stats along axis {} of '{}' {} {} -> {} ({} in memory order{}; ddof {})\n", axes_text, path,
+               shape_text(a.shape), to_string(a.type), shape_text(p.out_shape), p.results,
+               p.fortran ? ", Fortran order" : "", ddof);
+    fmt::print("  {:>6} {:>10} {:>14} {:>14} {:>14} {:>14} {:>14} {:>14}\n", "index", "count", "sum", "min", "max",
+               "mean", "variance", "stddev");
+    constexpr std::uint64_t kShown = 20;
+    for (std::uint64_t i = 0; i < std::min<std::uint64_t>(p.results, kShown); ++i) {
+      const auto f = fields(st[i]);
+      fmt::print("  {:>6} {:>10} {:>14} {:>14} {:>14} {:>14} {:>14} {:>14}\n", fmt::format("[{}]", i), st[i].count,
+                 num(f[1]), num(f[2]), num(f[3]), num(f[4]), num(f[5]), num(f[6]));
     }
     if (p.results > kShown)
       fmt::print("  ... {} more (all of them: --value-only, --json, or -o FILE.npy)\n", p.results - kShown);

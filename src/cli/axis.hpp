@@ -4,6 +4,7 @@
 // reduced axes, -1 where they are empty, as numpy's argmax gives them).
 //
 //   tally reduce x.npy --axis 1 -o row_sums.npy     # x of shape (3, 4, 5) -> (3, 5)
+//   tally stats x.npy --axis -1 -o norms.npy        # -> (3, 4, 7): count sum min max mean var std
 #pragma once
 
 #include <cstdint>
@@ -36,5 +37,11 @@ struct axis_output {
 // Reduces `a` (already checked: op supported for its dtype) along `axes` and prints or writes.
 int reduce_along_axes(const io::loaded_array& a, const std::string& path, op o, const options& opt,
                       const std::vector<int>& axes, const axis_output& out);
+
+// Statistics along `axes`: per remaining index count, sum, min, max, mean, variance and stddev
+// (with ddof) printed, or written with -o as a float64 .npy of the remaining shape plus a last
+// axis of those 7 fields, in that order.
+int stats_along_axes(const io::loaded_array& a, const std::string& path, const options& opt, int ddof,
+                     const std::vector<int>& axes, const axis_output& out);
 
 }  // namespace tally::cli

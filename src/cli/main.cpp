@@ -204,13 +204,17 @@ int cmd_reduce(const std::string& path, const std::string& op_name, const std::s
 }
 
 int cmd_stats(const std::string& path, const std::string& dtype_name, const std::string& nan_name,
-              int ddof, print_mode pm) {
+              int ddof, print_mode pm, const std::vector<int>& axes, const std::string& out_path) {
   const tally::options opt = parse_options(nan_name, "fast");
   if (ddof < 0) throw tally::error("--ddof " + std::to_string(ddof) + ": must be 0 or more");
+  if (!out_path.empty() && axes.empty())
+    throw tally::error("-o: write results to a .npy only with --axis (the whole array's stats are printed)");
   const tally::io::loaded_array a = load_array(path, dtype_name);
   if (a.type == tally::dtype::b8)
     throw tally::error("stats: '" + path +
                        "' holds b8 (bool) data; stats need numbers (use reduce --op all/any/sum)");
+  if (!axes.empty())
+    return tally::cli::stats_along_axes(a, path, opt, ddof, axes, {out_path, pm.json, pm.value_only});
   const tally::device_buffer d = upload(a);
   const tally::stats st = tally::stats_value(d.get(), a.count, a.type, nullptr, opt);
   const double var = st.variance(ddof), sd = st.stddev(ddof);
@@ -382,6 +386,15 @@ int main(int argc, char** argv) {
   stats->add_flag("--value-only", stats_print.value_only,
                   "print only: count sum min max mean variance stddev");
   stats->add_flag("--json", stats_print.json, "print JSON (floats as exact text)");
+  std::vector<int> stats_axes;
+  std::string stats_out;
+  stats->add_option("--axis", stats_axes,
+                    "statistics along this axis of a .npy array (negative: from the end; several adjacent: 1,2), "
+                    "one record per remaining index")
+      ->delimiter(',');
+  stats->add_option("-o,--output", stats_out,
+                    "with --axis: write a float64 .npy of the remaining shape plus a last axis of 7 fields "
+                    "(count, sum, min, max, mean, variance, stddev)");
 
   std::string dot_x, dot_y, dot_dtype, dot_mode = "fast";
   print_mode dot_print;
@@ -471,7 +484,7 @@ int main(int argc, char** argv) {
       return cmd_reduce(reduce_path, reduce_op, reduce_dtype, reduce_nan, reduce_mode,
                         reduce_print, reduce_axes, reduce_out);
     if (stats->parsed())
-      return cmd_stats(stats_path, stats_dtype, stats_nan, stats_ddof, stats_print);
+      return cmd_stats(stats_path, stats_dtype, stats_nan, stats_ddof, stats_print, stats_axes, stats_out);
     if (dotc->parsed()) return cmd_dot(dot_x, dot_y, dot_dtype, dot_mode, dot_print);
     if (lab_list->parsed()) {
       std::fputs(tally::lab::list_text().c_str(), stdout);

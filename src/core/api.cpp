@@ -10,6 +10,7 @@
 
 #include "api_internal.hpp"
 #include "context.hpp"
+#include "memory.hpp"
 #include "policy.hpp"
 #include "half.hpp"
 #include "tally/tally.hpp"
@@ -326,10 +327,22 @@ void check_output(const char* fn, const void* p, std::size_t align, const std::s
                 std::to_string(align) + " bytes, as " + what + " needs");
 }
 
+// The memory checks (src/core/memory.hpp), once the arguments are: inputs readable, the result
+// writable, each within its allocation, before anything is launched.
+void check_reach(const char* fn, const char* name, const void* p, std::uint64_t n, dtype t,
+                 const core::device_context& dev) {
+  core::check_memory(fn, name, p, n, row(t).size, row(t).name, false, dev);
+}
+// The blocking forms write into the stream workspace's result slot: no need to check that one.
+thread_local const void* t_own_result = nullptr;
+void check_result_reach(const char* fn, void* p, std::size_t bytes, const char* unit, const core::device_context& dev) {
+  if (p == t_own_result) return;
+  core::check_memory(fn, "d_out", p, 1, bytes, unit, true, dev);
+}
+
 // Launches kind k on (current device, stream) once the arguments are checked.
 void run(core::kind k, dtype t, const void* d_in, const void* d_in2, std::uint64_t n, void* d_out,
-         stream_t stream) {
-  const core::device_context& dev = core::current_context();
+         stream_t stream, const core::device_context& dev) {
   auto* s = reinterpret_cast<cudaStream_t>(stream);
   core::launch_ctx c{&dev, s, &core::stream_workspace(dev, s)};
   c.d_in2 = d_in2;
@@ -348,7 +361,14 @@ auto blocking(stream_t stream, std::size_t bytes, Launch&& launch, Read&& read) 
   auto* s = reinterpret_cast<cudaStream_t>(stream);
   core::workspace& ws = core::stream_workspace(dev, s);
   std::lock_guard<std::mutex> lock(ws.result_mutex);
-  launch(ws.d_result);
+  struct own_slot {  // marks ws.d_result as tally's own for the launch, also when it throws
+    explicit own_slot(const void* p) { t_own_result = p; }
+    ~own_slot() { t_own_result = nullptr; }
+  };
+  {
+    const own_slot mark(ws.d_result);
+    launch(ws.d_result);
+  }
   core::check_cuda(cudaMemcpyAsync(ws.h_result, ws.d_result, bytes, cudaMemcpyDeviceToHost, s),
                    "cudaMemcpyAsync(result to host)");
   core::check_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize(waiting for the result)");
@@ -383,9 +403,16 @@ void reduce(const void* d_in, std::uint64_t n, dtype t, op o, void* d_out, strea
   require_supported(t, o, opt, "reduce");
   check_input("reduce", "d_in", d_in, n, t);
   const dtype r = result_dtype(t, o);
-  check_output("reduce", d_out, is_arg(o) ? 8 : row(r).size,
-               is_arg(o) ? std::string("an indexed<") + row(r).name + "> record" : std::string("one ") + row(r).name);
-  run(kind_of(t, o, opt), t, d_in, nullptr, n, d_out, stream);
+  const std::size_t align = is_arg(o) ? 8 : row(r).size;
+  if (d_out == nullptr || reinterpret_cast<std::uintptr_t>(d_out) % align != 0)  // the message only when it throws
+    check_output("reduce", d_out, align,
+                 is_arg(o) ? std::string("an indexed<") + row(r).name + "> record" : std::string("one ") + row(r).name);
+  const core::device_context& dev = core::current_context();
+  if (opt.check_memory) {
+    check_reach("reduce", "d_in", d_in, n, t, dev);
+    check_result_reach("reduce", d_out, result_bytes(t, o), is_arg(o) ? "indexed record" : "result", dev);
+  }
+  run(kind_of(t, o, opt), t, d_in, nullptr, n, d_out, stream, dev);
 }
 
 value reduce_value(const void* d_in, std::uint64_t n, dtype t, op o, stream_t stream,
@@ -415,11 +442,18 @@ void dot(const void* d_x, const void* d_y, std::uint64_t n, dtype t, void* d_out
   check_input("dot", "d_x", d_x, n, t);
   check_input("dot", "d_y", d_y, n, t);
   const dtype r = dot_result_dtype(t);
-  check_output("dot", d_out, row(r).size, std::string("one ") + row(r).name);
+  if (d_out == nullptr || reinterpret_cast<std::uintptr_t>(d_out) % row(r).size != 0)
+    check_output("dot", d_out, row(r).size, std::string("one ") + row(r).name);
+  const core::device_context& dev = core::current_context();
+  if (opt.check_memory) {
+    check_reach("dot", "d_x", d_x, n, t, dev);
+    check_reach("dot", "d_y", d_y, n, t, dev);
+    check_result_reach("dot", d_out, row(r).size, "result", dev);
+  }
   const core::kind k = opt.mode == accuracy::exact         ? core::kind::dot_exact
                        : opt.mode == accuracy::compensated ? core::kind::dot_comp
                                                            : core::kind::dot;
-  run(k, t, d_x, d_y, n, d_out, stream);
+  run(k, t, d_x, d_y, n, d_out, stream, dev);
 }
 
 value dot_value(const void* d_x, const void* d_y, std::uint64_t n, dtype t, stream_t stream,
@@ -438,8 +472,13 @@ void reduce_stats(const void* d_in, std::uint64_t n, dtype t, void* d_out, strea
   if (!why.empty()) throw error("tally::reduce_stats: " + why);
   check_input("reduce_stats", "d_in", d_in, n, t);
   check_output("reduce_stats", d_out, 8, "a tally::stats record");
+  const core::device_context& dev = core::current_context();
+  if (opt.check_memory) {
+    check_reach("reduce_stats", "d_in", d_in, n, t, dev);
+    check_result_reach("reduce_stats", d_out, 48, "tally::stats record", dev);
+  }
   const bool ignore = opt.nan == nan_policy::ignore && row(t).is_float;
-  run(ignore ? core::kind::stats_ignore : core::kind::stats, t, d_in, nullptr, n, d_out, stream);
+  run(ignore ? core::kind::stats_ignore : core::kind::stats, t, d_in, nullptr, n, d_out, stream, dev);
 }
 
 stats stats_value(const void* d_in, std::uint64_t n, dtype t, stream_t stream, const options& opt) {
@@ -483,12 +522,17 @@ std::string human_bytes(std::size_t b) {
 namespace core {
 std::string op_refusal(dtype t, op o, const options& opt) { return refusal(t, o, opt); }
 std::string stats_op_refusal(dtype t, const options& opt) { return stats_refusal(t, opt); }
+std::string dot_op_refusal(dtype t, const options& opt) { return dot_refusal(t, opt); }
 kind kind_for(dtype t, op o, const options& opt) { return kind_of(t, o, opt); }
 void check_input_pointer(const char* fn, const char* name, const void* p, std::uint64_t n, dtype t) {
   check_input(fn, name, p, n, t);
 }
 void check_output_pointer(const char* fn, const void* p, std::size_t align, const std::string& what) {
   check_output(fn, p, align, what);
+}
+void check_input_reach(const char* fn, const char* name, const void* p, std::uint64_t n, dtype t,
+                       const device_context& dev) {
+  check_reach(fn, name, p, n, t, dev);
 }
 value decode_value(dtype t, op o, const unsigned char* h) {
   const dtype r = result_dtype(t, o);

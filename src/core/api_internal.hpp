@@ -12,9 +12,13 @@ namespace tally::core {
 
 std::string op_refusal(dtype t, op o, const options& opt);  // "" when (t, o, opt) is supported
 std::string stats_op_refusal(dtype t, const options& opt);
+std::string dot_op_refusal(dtype t, const options& opt);
 kind kind_for(dtype t, op o, const options& opt);
 void check_input_pointer(const char* fn, const char* name, const void* p, std::uint64_t n, dtype t);
 void check_output_pointer(const char* fn, const void* p, std::size_t align, const std::string& what);
+// The memory check of n elements at p (src/core/memory.hpp), after the argument checks.
+void check_input_reach(const char* fn, const char* name, const void* p, std::uint64_t n, dtype t,
+                       const device_context& dev);
 value decode_value(dtype t, op o, const unsigned char* h);  // one result as reduce writes it
 std::string pointer_text(const void* p);
 

@@ -68,6 +68,10 @@ void init_device(device_slot& slot, int ordinal) {
              "cudaDeviceGetAttribute(memory clock)");
   check_cuda(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, ordinal),
              "cudaDeviceGetAttribute(bus width)");
+  int pageable = 0;
+  check_cuda(cudaDeviceGetAttribute(&pageable, cudaDevAttrPageableMemoryAccess, ordinal),
+             "cudaDeviceGetAttribute(pageable memory access)");
+  c.pageable_access = pageable != 0;
   d.mem_clock_khz = clock_khz;
   d.bus_width_bits = bus_bits;
   d.theoretical_gbps = 2.0 * clock_khz * 1e3 * (bus_bits / 8.0) / 1e9;
@@ -217,13 +221,15 @@ workspace::~workspace() {
   if (h_result) cudaFreeHost(h_result);
 }
 
-void* segmented_scratch(workspace& ws) {
+void* segmented_scratch(workspace& ws, std::size_t bytes) {
+  if (bytes == 0) return nullptr;
+  if (bytes > kSegScratchBytes) throw error("tally: internal error: a segmented plan needs more scratch than it has");
   if (ws.d_seg_scratch == nullptr) {
     relaxed_capture guard;
     // Every byte defined (the ragged plan's chunk entries read -1, "no segment"), so nothing
     // ever reads memory that was never written.
-    ws.d_seg_scratch = alloc_filled(g_devices[current_context().ordinal], kSegScratchBytes, 0xff,
-                                    "tally segmented workspace");
+    ws.d_seg_scratch = alloc_filled(g_devices[current_context().ordinal], ws.owns_memory ? kSegScratchBytes : bytes,
+                                    0xff, "tally segmented workspace");
   }
   return ws.d_seg_scratch;
 }

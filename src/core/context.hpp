@@ -52,6 +52,7 @@ struct device_context {
   int ordinal = 0;
   int sm_count = 0;
   int max_threads_per_sm = 0;
+  bool pageable_access = false;  // kernels may read pageable host memory (HMM / ATS systems)
   device_info info;
 };
 
@@ -61,9 +62,11 @@ const device_context& current_context();
 // is being captured into a graph, every call gets a workspace of its own that the graph keeps
 // (held for the life of the process), so graphs replayed concurrently never share a counter.
 workspace& stream_workspace(const device_context& dev, cudaStream_t stream);
-// The segmented layer's partials buffer of a workspace (kSegScratchBytes), allocated on its
-// first use (also while the stream is being captured, as the capture workspaces are).
-void* segmented_scratch(workspace& ws);
+// The segmented layer's partials buffer of a workspace, allocated on its first use (also while
+// the stream is being captured, as the capture workspaces are): kSegScratchBytes for a stream's
+// workspace, which every later call reuses; only the `bytes` the call needs for a captured
+// call's own workspace, which its graph keeps for the life of the process. bytes = 0: null.
+void* segmented_scratch(workspace& ws, std::size_t bytes);
 // Frees the workspace of (current device, stream), if any (tally::release_stream).
 void release_workspace(cudaStream_t stream);
 // Workspaces created so far on this process (tests).

@@ -9,6 +9,7 @@
 
 #include "core/api_internal.hpp"
 #include "core/context.hpp"
+#include "core/memory.hpp"
 #include "core/half.hpp"
 #include "problem.hpp"
 #include "segmented.hpp"
@@ -26,17 +27,27 @@ std::uint64_t mul_checked(const char* fn, std::uint64_t a, std::uint64_t b, cons
   return a * b;
 }
 
-// Runs kind k over problem p once the arguments are checked.
-void run(const char* fn, dtype t, kind k, const void* d_in, seg::problem p, void* d_out, stream_t stream) {
+// Runs kind k over problem p once the arguments are checked: first the memory checks (the input
+// span, the offsets and `each` bytes per result all inside their allocations), then the plan.
+void run(const char* fn, dtype t, kind k, const void* d_in, seg::problem p, void* d_out, std::size_t each,
+         bool check_memory, stream_t stream, const char* in_name = "d_in") {
   p.aligned16 = reinterpret_cast<std::uintptr_t>(d_in) % 16 == 0;
   const core::device_context& dev = core::current_context();
+  if (check_memory) {
+    core::check_input_reach(fn, in_name, d_in, p.span, t, dev);
+    if (p.ragged()) {
+      core::check_input_reach(fn, "d_begin", p.d_begin, p.outer, dtype::i64, dev);
+      core::check_input_reach(fn, "d_end", p.d_end, p.outer, dtype::i64, dev);
+    }
+    core::check_memory(fn, "d_out", d_out, p.results(), each, "result", true, dev);
+  }
   auto* s = reinterpret_cast<cudaStream_t>(stream);
   core::workspace& ws = core::stream_workspace(dev, s);
   seg::seg_launch_fn launch = seg::find_launcher(t, k);
   if (launch == nullptr)
     fail(fn, std::string("internal error: no segmented kernel for dtype ") + to_string(t) + ", kind " +
                  std::to_string(static_cast<int>(k)));
-  const bool exact = k == kind::sum_exact || k == kind::mean_exact;
+  const bool exact = k == kind::sum_exact || k == kind::mean_exact || k == kind::dot_exact;
   // Every workspace, captured or not, has the same segmented buffers, so a shape gets the same
   // plan, and the same bits, in and out of a graph.
   seg::seg_ctx c{&dev, s, &ws, nullptr, seg::limits_for(dev)};
@@ -63,26 +74,29 @@ kind stats_kind(dtype t, const options& opt) {
   const bool fl = t == dtype::f32 || t == dtype::f64 || t == dtype::f16 || t == dtype::bf16;
   return opt.nan == nan_policy::ignore && fl ? kind::stats_ignore : kind::stats;
 }
-void check_out(const char* fn, void* d_out, std::uint64_t results, dtype t, op o) {
-  if (results == 0) return;
+// The argument checks of d_out; returns the bytes of one result.
+std::size_t check_out(const char* fn, void* d_out, std::uint64_t results, dtype t, op o) {
   const bool arg = o == op::argmin || o == op::argmax;
   const dtype r = result_dtype(t, o);
-  core::check_output_pointer(fn, d_out, arg ? 8 : dtype_size(r),
-                             arg ? std::string("indexed<") + to_string(r) + "> records" : std::string(to_string(r)) + " results");
+  if (results > 0)
+    core::check_output_pointer(fn, d_out, arg ? 8 : dtype_size(r),
+                               arg ? std::string("indexed<") + to_string(r) + "> records" : std::string(to_string(r)) + " results");
+  return result_bytes(t, o);
 }
-void check_stats_out(const char* fn, void* d_out, std::uint64_t results) {
-  if (results == 0) return;
-  core::check_output_pointer(fn, d_out, 8, "tally::stats records");
+std::size_t check_stats_out(const char* fn, void* d_out, std::uint64_t results) {
+  if (results > 0) core::check_output_pointer(fn, d_out, 8, "tally::stats records");
+  return 48;
 }
 
 seg::problem matrix(const char* fn, const void* d_in, std::uint64_t rows, std::uint64_t cols, std::uint64_t ld,
-                    dtype t, bool by_rows) {
+                    dtype t, bool by_rows, const char* in_name = "d_in", const char* ld_name = "ld") {
   if (rows > 1 && ld < cols)
-    fail(fn, "ld " + std::to_string(ld) + " is smaller than a row (cols = " + std::to_string(cols) +
+    fail(fn, std::string(ld_name) + " " + std::to_string(ld) + " is smaller than a row (cols = " + std::to_string(cols) +
                  "): rows would overlap");
   const std::uint64_t span = rows == 0 || cols == 0 ? 0 : mul_checked(fn, rows - 1, ld, "rows x ld") + cols;
-  core::check_input_pointer(fn, "d_in", d_in, span, t);
+  core::check_input_pointer(fn, in_name, d_in, span, t);
   seg::problem p;
+  p.span = span;
   if (by_rows) {
     p.outer = rows, p.length = cols, p.inner = 1, p.outer_stride = ld, p.length_stride = 1;
   } else {
@@ -106,6 +120,7 @@ seg::problem axes(const char* fn, const void* d_in, const std::uint64_t* dims, i
   }
   const std::uint64_t n = mul_checked(fn, mul_checked(fn, p.outer, p.length, "the array's size"), p.inner, "the array's size");
   core::check_input_pointer(fn, "d_in", d_in, n, t);
+  p.span = n;
   p.length_stride = p.inner;
   p.outer_stride = p.length * p.inner;
   return p;
@@ -120,7 +135,7 @@ seg::problem ragged(const char* fn, const void* d_in, std::uint64_t n, const std
     fail(fn, "the offsets must be aligned to 8 bytes (int64)");
   if (n > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) fail(fn, "n does not fit int64 offsets");
   seg::problem p;
-  p.outer = segments, p.inner = 1, p.d_begin = d_begin, p.d_end = d_end, p.n = n;
+  p.outer = segments, p.inner = 1, p.d_begin = d_begin, p.d_end = d_end, p.n = n, p.span = n;
   return p;
 }
 
@@ -146,64 +161,82 @@ void reduce_rows(const void* d_in, std::uint64_t rows, std::uint64_t cols, std::
                  void* d_out, stream_t stream, const options& opt) {
   check_kind("reduce_rows", t, o, opt, false);
   const seg::problem p = matrix("reduce_rows", d_in, rows, cols, ld, t, true);
-  check_out("reduce_rows", d_out, p.results(), t, o);
-  run("reduce_rows", t, core::kind_for(t, o, opt), d_in, p, d_out, stream);
+  const std::size_t each = check_out("reduce_rows", d_out, p.results(), t, o);
+  run("reduce_rows", t, core::kind_for(t, o, opt), d_in, p, d_out, each, opt.check_memory, stream);
 }
 
 void reduce_columns(const void* d_in, std::uint64_t rows, std::uint64_t cols, std::uint64_t ld, dtype t, op o,
                     void* d_out, stream_t stream, const options& opt) {
   const seg::problem p = matrix("reduce_columns", d_in, rows, cols, ld, t, false);
   check_kind("reduce_columns", t, o, opt, !p.contiguous());
-  check_out("reduce_columns", d_out, p.results(), t, o);
-  run("reduce_columns", t, core::kind_for(t, o, opt), d_in, p, d_out, stream);
+  const std::size_t each = check_out("reduce_columns", d_out, p.results(), t, o);
+  run("reduce_columns", t, core::kind_for(t, o, opt), d_in, p, d_out, each, opt.check_memory, stream);
 }
 
 void reduce_axis(const void* d_in, const std::uint64_t* dims, int ndim, int axis, int count, dtype t, op o,
                  void* d_out, stream_t stream, const options& opt) {
   const seg::problem p = axes("reduce_axis", d_in, dims, ndim, axis, count, t);
   check_kind("reduce_axis", t, o, opt, !p.contiguous());
-  check_out("reduce_axis", d_out, p.results(), t, o);
-  run("reduce_axis", t, core::kind_for(t, o, opt), d_in, p, d_out, stream);
+  const std::size_t each = check_out("reduce_axis", d_out, p.results(), t, o);
+  run("reduce_axis", t, core::kind_for(t, o, opt), d_in, p, d_out, each, opt.check_memory, stream);
 }
 
 void reduce_segments(const void* d_in, std::uint64_t n, const std::int64_t* d_begin, const std::int64_t* d_end,
                      std::uint64_t segments, dtype t, op o, void* d_out, stream_t stream, const options& opt) {
   check_kind("reduce_segments", t, o, opt, false);
   const seg::problem p = ragged("reduce_segments", d_in, n, d_begin, d_end, segments, t);
-  check_out("reduce_segments", d_out, p.results(), t, o);
-  run("reduce_segments", t, core::kind_for(t, o, opt), d_in, p, d_out, stream);
+  const std::size_t each = check_out("reduce_segments", d_out, p.results(), t, o);
+  run("reduce_segments", t, core::kind_for(t, o, opt), d_in, p, d_out, each, opt.check_memory, stream);
 }
 
 void stats_rows(const void* d_in, std::uint64_t rows, std::uint64_t cols, std::uint64_t ld, dtype t, void* d_out,
                 stream_t stream, const options& opt) {
   check_stats("stats_rows", t, opt);
   const seg::problem p = matrix("stats_rows", d_in, rows, cols, ld, t, true);
-  check_stats_out("stats_rows", d_out, p.results());
-  run("stats_rows", t, stats_kind(t, opt), d_in, p, d_out, stream);
+  const std::size_t each = check_stats_out("stats_rows", d_out, p.results());
+  run("stats_rows", t, stats_kind(t, opt), d_in, p, d_out, each, opt.check_memory, stream);
 }
 
 void stats_columns(const void* d_in, std::uint64_t rows, std::uint64_t cols, std::uint64_t ld, dtype t,
                    void* d_out, stream_t stream, const options& opt) {
   check_stats("stats_columns", t, opt);
   const seg::problem p = matrix("stats_columns", d_in, rows, cols, ld, t, false);
-  check_stats_out("stats_columns", d_out, p.results());
-  run("stats_columns", t, stats_kind(t, opt), d_in, p, d_out, stream);
+  const std::size_t each = check_stats_out("stats_columns", d_out, p.results());
+  run("stats_columns", t, stats_kind(t, opt), d_in, p, d_out, each, opt.check_memory, stream);
 }
 
 void stats_axis(const void* d_in, const std::uint64_t* dims, int ndim, int axis, int count, dtype t, void* d_out,
                 stream_t stream, const options& opt) {
   check_stats("stats_axis", t, opt);
   const seg::problem p = axes("stats_axis", d_in, dims, ndim, axis, count, t);
-  check_stats_out("stats_axis", d_out, p.results());
-  run("stats_axis", t, stats_kind(t, opt), d_in, p, d_out, stream);
+  const std::size_t each = check_stats_out("stats_axis", d_out, p.results());
+  run("stats_axis", t, stats_kind(t, opt), d_in, p, d_out, each, opt.check_memory, stream);
 }
 
 void stats_segments(const void* d_in, std::uint64_t n, const std::int64_t* d_begin, const std::int64_t* d_end,
                     std::uint64_t segments, dtype t, void* d_out, stream_t stream, const options& opt) {
   check_stats("stats_segments", t, opt);
   const seg::problem p = ragged("stats_segments", d_in, n, d_begin, d_end, segments, t);
-  check_stats_out("stats_segments", d_out, p.results());
-  run("stats_segments", t, stats_kind(t, opt), d_in, p, d_out, stream);
+  const std::size_t each = check_stats_out("stats_segments", d_out, p.results());
+  run("stats_segments", t, stats_kind(t, opt), d_in, p, d_out, each, opt.check_memory, stream);
+}
+
+void dot_rows(const void* d_x, const void* d_y, std::uint64_t rows, std::uint64_t cols, std::uint64_t ldx,
+              std::uint64_t ldy, dtype t, void* d_out, stream_t stream, const options& opt) {
+  const char* fn = "dot_rows";
+  const std::string why = core::dot_op_refusal(t, opt);
+  if (!why.empty()) fail(fn, why);
+  seg::problem p = matrix(fn, d_x, rows, cols, ldx, t, true, "d_x", "ldx");
+  const seg::problem py = matrix(fn, d_y, rows, cols, ldy, t, true, "d_y", "ldy");
+  p.d_in2 = d_y != nullptr ? d_y : d_x;  // (null only with nothing to read)
+  p.outer_stride2 = ldy;
+  p.aligned16_2 = reinterpret_cast<std::uintptr_t>(p.d_in2) % 16 == 0;
+  const dtype r = dot_result_dtype(t);
+  if (p.results() > 0) core::check_output_pointer(fn, d_out, dtype_size(r), std::string(to_string(r)) + " results");
+  if (opt.check_memory && p.results() > 0 && p.length > 0)
+    core::check_input_reach(fn, "d_y", d_y, py.span, t, core::current_context());
+  const kind k = opt.mode == accuracy::exact ? kind::dot_exact : opt.mode == accuracy::compensated ? kind::dot_comp : kind::dot;
+  run(fn, t, k, d_x, p, d_out, dtype_size(r), opt.check_memory, stream, "d_x");
 }
 
 void check_segments(const std::int64_t* d_begin, const std::int64_t* d_end, std::uint64_t segments, std::uint64_t n,
@@ -211,6 +244,8 @@ void check_segments(const std::int64_t* d_begin, const std::int64_t* d_end, std:
   const char* fn = "check_segments";
   if (segments == 0) return;
   if (d_begin == nullptr || d_end == nullptr) fail(fn, "the offsets are null");
+  core::check_input_reach(fn, "d_begin", d_begin, segments, dtype::i64, core::current_context());
+  core::check_input_reach(fn, "d_end", d_end, segments, dtype::i64, core::current_context());
   seg::problem p;
   p.outer = segments, p.d_begin = d_begin, p.d_end = d_end, p.n = n;
   const core::device_context& dev = core::current_context();

@@ -28,6 +28,7 @@ __device__ __forceinline__ void kernel_entry() {
 template <class T, class Op>
 struct seg_args {
   const T* d_in;
+  const T* d_in2;  // binary ops (dot of matching rows): row s of it starts at s * p.outer_stride2
   typename Op::out_type* d_out;
   problem p;
   int group;
@@ -98,35 +99,57 @@ __device__ __forceinline__ A shfl_down_group(A v, int offset, int width) {
 // One lane's share of elements [lo, hi) of a contiguous segment starting at seg, read by G lanes
 // (lane < G): the scalar head up to 16-byte alignment, whole vectors (lane, lane + G, ...; four
 // loads in flight), the scalar tail. Element indices are relative to the segment's start.
+// Binary ops (dot) read element j of both segments: seg2 starts the second one; its vectors are
+// 16-byte loads where it shares the first one's alignment, element loads otherwise.
+template <class T, class Op>
+__device__ __forceinline__ auto elem_at(const T* base, const T* base2, std::uint64_t j) {
+  if constexpr (core::binary_v<Op>) return core::pair_elem<T>{base[j], base2[j]};
+  else return base[j];
+}
 template <class T, class Op>
 __device__ __forceinline__ typename Op::acc_type range_share(const T* seg, std::uint64_t lo, std::uint64_t hi,
-                                                             unsigned lane, unsigned G) {
+                                                             unsigned lane, unsigned G, const T* seg2 = nullptr) {
   using V = vec16<T>;
   constexpr int VN = V::size;
   typename Op::acc_type acc = Op::identity();
   const T* base = seg + lo;
+  const T* base2 = core::binary_v<Op> ? seg2 + lo : nullptr;
   const std::uint64_t len = hi - lo;
   const core::split16 s = core::split_input(base, len);
-  for (std::uint64_t j = lane; j < s.head; j += G) acc = Op::combine(acc, core::transform_elem<Op>(base[j], lo + j));
+  const bool y_aligned =
+      core::binary_v<Op> && (reinterpret_cast<std::uintptr_t>(base2) - reinterpret_cast<std::uintptr_t>(base)) % 16 == 0;
+  auto fold = [&](typename Op::acc_type acc_in, const V& v, std::uint64_t j) {
+    if constexpr (core::binary_v<Op>)
+      return core::fold_vec2<Op>(acc_in, v, core::load_second<core::load_hint::ldg>(base2, s.head + j * VN, y_aligned),
+                                 lo + s.head + j * VN);
+    else return core::fold_vec<Op>(acc_in, v, lo + s.head + j * VN);
+  };
+  for (std::uint64_t j = lane; j < s.head; j += G)
+    acc = Op::combine(acc, core::transform_elem<Op>(elem_at<T, Op>(base, base2, j), lo + j));
   const V* vb = reinterpret_cast<const V*>(base + s.head);
-  const std::uint64_t first = lo + s.head;
   std::uint64_t j = lane;
   for (; j + 3 * std::uint64_t(G) < s.nvec; j += 4 * std::uint64_t(G)) {
     V v[4];
 #pragma unroll
     for (int u = 0; u < 4; ++u) v[u] = core::load_vec<core::load_hint::ldg>(vb + j + u * G);
 #pragma unroll
-    for (int u = 0; u < 4; ++u) acc = core::fold_vec<Op>(acc, v[u], first + (j + u * G) * VN);
+    for (int u = 0; u < 4; ++u) acc = fold(acc, v[u], j + u * G);
   }
-  for (; j < s.nvec; j += G) acc = core::fold_vec<Op>(acc, core::load_vec<core::load_hint::ldg>(vb + j), first + j * VN);
+  for (; j < s.nvec; j += G) acc = fold(acc, core::load_vec<core::load_hint::ldg>(vb + j), j);
   for (std::uint64_t t = s.tail_begin + lane; t < len; t += G)
-    acc = Op::combine(acc, core::transform_elem<Op>(base[t], lo + t));
+    acc = Op::combine(acc, core::transform_elem<Op>(elem_at<T, Op>(base, base2, t), lo + t));
   return acc;
 }
 template <class T, class Op>
 __device__ __forceinline__ typename Op::acc_type group_share(const T* base, std::uint64_t len, unsigned lane,
-                                                             unsigned G) {
-  return range_share<T, Op>(base, 0, len, lane, G);
+                                                             unsigned G, const T* base2 = nullptr) {
+  return range_share<T, Op>(base, 0, len, lane, G, base2);
+}
+// Row s of the second input of a binary op (null for unary ops).
+template <class T, class Op>
+__device__ __forceinline__ const T* second_row(const seg_args<T, Op>& a, std::uint64_t s) {
+  if constexpr (core::binary_v<Op>) return a.d_in2 + s * a.p.outer_stride2;
+  else return nullptr;
 }
 
 // Ragged, offsets in order: a long segment (more than one chunk) marks the chunks it covers for
@@ -159,7 +182,7 @@ __global__ void __launch_bounds__(BLOCK) seg_group_kernel(seg_args<T, Op> a) {
     if (valid) segment_range(a.p, s, off, len);
     const bool fits = len <= a.short_max;
     const T* base = a.d_in + off;
-    typename Op::acc_type acc = group_share<T, Op>(base, fits ? len : 0, lane, G);
+    typename Op::acc_type acc = group_share<T, Op>(base, fits ? len : 0, lane, G, valid ? second_row(a, s) : nullptr);
     for (unsigned offset = G / 2; offset > 0; offset >>= 1)
       acc = Op::combine(acc, shfl_down_group(acc, static_cast<int>(offset), static_cast<int>(G)));
     if (valid && fits && lane == 0) a.d_out[s] = core::finalize_with<Op>(acc, len, base);
@@ -175,7 +198,7 @@ __global__ void __launch_bounds__(BLOCK) seg_group_kernel(seg_args<T, Op> a) {
         continue;
       }
       const T* lbase = a.d_in + loff;
-      typename Op::acc_type r = group_share<T, Op>(lbase, llen, lane32, 32);
+      typename Op::acc_type r = group_share<T, Op>(lbase, llen, lane32, 32, second_row(a, ls));
       r = core::warp_reduce<Op, true>(r);
       if (lane32 == 0) a.d_out[ls] = core::finalize_with<Op>(r, llen, lbase);
     }
@@ -200,18 +223,30 @@ __global__ void __launch_bounds__(BLOCK) seg_rowtile_kernel(seg_args<T, Op> a) {
   const std::uint64_t warps = std::uint64_t(gridDim.x) * BLOCK / 32;
   const std::uint64_t ldv = a.p.outer_stride / VN;  // row stride in vectors
   const V* vb = reinterpret_cast<const V*>(a.d_in);
+  // Binary ops (dot of matching rows): the same vector of the second matrix's row.
+  constexpr bool B = core::binary_v<Op>;
+  constexpr int UY = B ? U : 1;
+  const std::uint64_t ldv2 = a.p.outer_stride2 / VN;
+  const V* vb2 = reinterpret_cast<const V*>(a.d_in2);
   for (std::uint64_t r0 = warp * rows_per_step * U; r0 < a.p.outer; r0 += warps * rows_per_step * U) {
     V v[U];
+    [[maybe_unused]] V w[UY];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const std::uint64_t r = r0 + u * rows_per_step + lane32 / m;
-      if (r < a.p.outer) v[u] = core::load_vec<core::load_hint::ldg>(vb + r * ldv + lv);
+      if (r < a.p.outer) {
+        v[u] = core::load_vec<core::load_hint::ldg>(vb + r * ldv + lv);
+        if constexpr (B) w[u] = core::load_vec<core::load_hint::ldg>(vb2 + r * ldv2 + lv);
+      }
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const std::uint64_t r = r0 + u * rows_per_step + lane32 / m;
       Acc acc = Op::identity();
-      if (r < a.p.outer) acc = core::fold_vec<Op>(acc, v[u], std::uint64_t(lv) * VN);
+      if (r < a.p.outer) {
+        if constexpr (B) acc = core::fold_vec2<Op>(acc, v[u], w[u], std::uint64_t(lv) * VN);
+        else acc = core::fold_vec<Op>(acc, v[u], std::uint64_t(lv) * VN);
+      }
       for (unsigned offset = m / 2; offset > 0; offset >>= 1)
         acc = Op::combine(acc, shfl_down_group(acc, static_cast<int>(offset), static_cast<int>(m)));
       if (lv == 0 && r < a.p.outer) a.d_out[r] = core::finalize_with<Op>(acc, a.p.length, a.d_in + r * a.p.outer_stride);
@@ -308,7 +343,7 @@ __global__ void __launch_bounds__(BLOCK, 2) seg_split_kernel(seg_args<T, Op> a) 
     segment_range(a.p, s, off, len);
     const T* base = a.d_in + off;
     const Acc v = core::reduce_block_range<T, Op, BLOCK, 4, core::load_hint::ldg, core::layout::strided>(
-        base, len, c, a.per_seg);
+        base, len, c, a.per_seg, second_row(a, s));
     if (a.per_seg == 1) {
       if (threadIdx.x == 0) a.d_out[s] = core::finalize_with<Op>(v, len, base);
       continue;
@@ -478,7 +513,7 @@ __global__ void __launch_bounds__(BLOCK, 2) seg_exact_kernel(seg_args<T, Op> a) 
     std::uint64_t off = 0, len = 0;
     segment_range(a.p, s, off, len);
     const core::exact_acc v = core::reduce_block_range<T, Op, BLOCK, 4, core::load_hint::ldg, core::layout::strided,
-                                                       Op::max_accs>(a.d_in + off, len, 0, 1);
+                                                       Op::max_accs>(a.d_in + off, len, 0, 1, second_row(a, s));
     __syncthreads();  // every flush is in st.words
     if (threadIdx.x < 32) core::exact_finish<R, Op::form>(v, len, a.d_out + s);
     __syncthreads();  // st is reused by the next segment

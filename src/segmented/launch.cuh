@@ -15,8 +15,11 @@ namespace tally::seg {
 
 template <class T, class Op>
 seg_args<T, Op> make_args(const void* d_in, const problem& p, const plan& pl, void* d_out, const seg_ctx& c) {
-  return {static_cast<const T*>(d_in), static_cast<typename Op::out_type*>(d_out), p, pl.group, pl.per_seg,
-          pl.col_vecs, pl.vec, static_cast<typename Op::acc_type*>(core::segmented_scratch(*c.ws)),
+  return {static_cast<const T*>(d_in), static_cast<const T*>(p.d_in2), static_cast<typename Op::out_type*>(d_out), p,
+          pl.group, pl.per_seg,
+          pl.col_vecs, pl.vec,
+          static_cast<typename Op::acc_type*>(
+              core::segmented_scratch(*c.ws, scratch_bytes(p, pl, sizeof(T), sizeof(typename Op::acc_type)))),
           c.ws->d_seg_counters, c.d_status, pl.short_max, pl.chunk, pl.chunks};
 }
 template <class T, class Op>
@@ -33,19 +36,31 @@ void go(Kernel kernel, const Args& a, unsigned blocks, int block, const seg_ctx&
   core::check_cuda(core::launch_pdl(kernel, a, blocks, block, c.stream), what);
 }
 
+// The plans of contiguous rows (unary or binary ops): row tiles, lane groups or split blocks.
+// False for any other plan.
+template <class T, class Op>
+bool launch_rows(const plan& pl, const seg_args<T, Op>& a, const seg_ctx& c) {
+  switch (pl.how) {
+    case strategy::rowtile:
+      go(seg_rowtile_kernel<T, Op, kGroupBlock>, a, pl.blocks, kGroupBlock, c, "launching the segmented row-tile kernel");
+      return true;
+    case strategy::group:
+      go(seg_group_kernel<T, Op, kGroupBlock>, a, pl.blocks, kGroupBlock, c, "launching the segmented group kernel");
+      return true;
+    case strategy::split:
+      go(seg_split_kernel<T, Op, kSplitBlock>, a, pl.blocks, kSplitBlock, c, "launching the segmented split kernel");
+      return true;
+    default: return false;
+  }
+}
+
 // Any op but the exact ones: group, rowtile, split, columns or ragged.
 template <class T, class Op>
 void launch(const void* d_in, const problem& p, bool, void* d_out, const seg_ctx& c) {
   const plan pl = plan_of<T, Op>(p, false, c);
   const auto a = make_args<T, Op>(d_in, p, pl, d_out, c);
-  if (pl.blocks == 0) return;
+  if (pl.blocks == 0 || launch_rows(pl, a, c)) return;
   switch (pl.how) {
-    case strategy::group:
-      return go(seg_group_kernel<T, Op, kGroupBlock>, a, pl.blocks, kGroupBlock, c, "launching the segmented group kernel");
-    case strategy::rowtile:
-      return go(seg_rowtile_kernel<T, Op, kGroupBlock>, a, pl.blocks, kGroupBlock, c, "launching the segmented row-tile kernel");
-    case strategy::split:
-      return go(seg_split_kernel<T, Op, kSplitBlock>, a, pl.blocks, kSplitBlock, c, "launching the segmented split kernel");
     case strategy::columns:
       return go(seg_columns_kernel<T, Op, kColumnsBlock>, a, pl.blocks, kColumnsBlock, c, "launching the segmented columns kernel");
     case strategy::ragged: {
@@ -62,7 +77,16 @@ void launch(const void* d_in, const problem& p, bool, void* d_out, const seg_ctx
   }
 }
 
-// Exact sums and means (inner == 1): a block per segment, or the 1-D exact reduce per segment.
+// Binary ops (dot of matching rows, fast and compensated): row tiles, the group or the split kernel.
+template <class T, class Op>
+void launch_binary(const void* d_in, const problem& p, bool, void* d_out, const seg_ctx& c) {
+  const plan pl = plan_of<T, Op>(p, false, c);
+  const auto a = make_args<T, Op>(d_in, p, pl, d_out, c);
+  if (pl.blocks == 0 || launch_rows(pl, a, c)) return;
+  throw error("tally: internal error: segmented plan " + std::string(to_string(pl.how)) + " for a binary op");
+}
+
+// Exact sums, means and dot products (inner == 1): a block per segment, or the 1-D exact reduce per segment.
 template <class T, core::exact_form F>
 void launch_exact(const void* d_in, const problem& p, bool, void* d_out, const seg_ctx& c) {
   using Op = core::op_exact<T, F>;
@@ -70,8 +94,10 @@ void launch_exact(const void* d_in, const problem& p, bool, void* d_out, const s
   const plan pl = plan_of<T, Op>(p, true, c);
   if (pl.how == strategy::exact_launches) {
     core::launch_ctx lc{c.dev, c.stream, c.ws};
-    for (std::uint64_t s = 0; s < p.outer; ++s)
+    for (std::uint64_t s = 0; s < p.outer; ++s) {
+      if constexpr (F == core::exact_form::dot) lc.d_in2 = static_cast<const T*>(p.d_in2) + s * p.outer_stride2;
       core::launch_exact<T, F>(static_cast<const T*>(d_in) + s * p.outer_stride, p.length, static_cast<R*>(d_out) + s, lc);
+    }
     return;
   }
   if (pl.blocks == 0) return;
@@ -126,6 +152,9 @@ seg_launch_fn launcher(core::kind k) {
         case kind::mean_comp: return &launch<T, core::op_mean<core::op_sum_comp<T>, core::num_t<T>>>;
         case kind::sum_exact: return &launch_exact<T, core::exact_form::sum>;
         case kind::mean_exact: return &launch_exact<T, core::exact_form::mean>;
+        case kind::dot: return &launch_binary<T, core::op_dot<T>>;
+        case kind::dot_comp: return &launch_binary<T, core::op_dot_comp<T>>;
+        case kind::dot_exact: return &launch_exact<T, core::exact_form::dot>;
         default: break;
       }
     }

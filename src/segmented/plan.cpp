@@ -56,6 +56,22 @@ const char* to_string(strategy s) {
   return "?";
 }
 
+std::uint64_t scratch_bytes(const problem& p, const plan& pl, int elem_bytes, int acc_bytes) {
+  const std::uint64_t acc = static_cast<std::uint64_t>(acc_bytes);
+  switch (pl.how) {
+    case strategy::ragged: return pl.chunks * ragged_chunk_bytes(acc_bytes);
+    case strategy::split: return pl.per_seg > 1 ? p.outer * pl.per_seg * acc : 0;
+    case strategy::columns: {
+      if (pl.per_seg <= 1) return 0;
+      const std::uint64_t per_vec = pl.vec ? 16 / static_cast<std::uint64_t>(std::max(1, elem_bytes)) : 1;
+      const std::uint64_t cols_per_tile = std::uint64_t(pl.col_vecs) * per_vec;
+      const std::uint64_t tiles = p.outer * ceil_div(p.inner, cols_per_tile);
+      return tiles * pl.per_seg * cols_per_tile * acc;
+    }
+    default: return 0;
+  }
+}
+
 plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, const device_limits& d) {
   plan r;
   if (p.results() == 0) {  // nothing to compute (and no division by a zero count below)
@@ -148,7 +164,8 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
     return r;
   }
   // Short rows of whole aligned vectors: a row tile.
-  const bool whole_vectors = p.aligned16 && length % vn == 0 && (p.outer_stride * elem_bytes) % 16 == 0;
+  const bool whole_vectors = p.aligned16 && length % vn == 0 && (p.outer_stride * elem_bytes) % 16 == 0 &&
+                             (!p.binary() || (p.aligned16_2 && (p.outer_stride2 * elem_bytes) % 16 == 0));
   if (whole_vectors && nvec >= 1 && nvec <= kRowTileVectors && pow2_floor(nvec) == nvec) {
     r.how = strategy::rowtile;
     r.group = static_cast<int>(nvec);

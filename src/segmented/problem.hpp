@@ -22,8 +22,13 @@ struct problem {
   const std::int64_t* d_begin = nullptr;              // ragged segments (device), else null
   const std::int64_t* d_end = nullptr;
   std::uint64_t n = 0;  // ragged: elements at d_in; every offset must lie in [0, n]
+  const void* d_in2 = nullptr;       // binary ops (dot of matching rows): the second matrix, else null
+  std::uint64_t outer_stride2 = 0;   // and its row stride (elements)
+  std::uint64_t span = 0;  // elements from d_in that the problem may read (the memory check)
   bool aligned16 = false;  // d_in is 16-byte aligned (vector loads of columns and row tiles need it)
+  bool aligned16_2 = false;  // and d_in2 (binary ops' row tiles)
   bool ragged() const { return d_begin != nullptr; }
+  bool binary() const { return d_in2 != nullptr; }
   // Every result reads one contiguous range (rows, ragged segments, trailing axes).
   bool contiguous() const { return ragged() || (inner == 1 && (length_stride == 1 || length <= 1)); }
   std::uint64_t results() const { return outer * inner; }
@@ -48,6 +53,7 @@ struct problem {
 //             `chunk`-element boundaries of the input, a block per chunk, and a fix-up warp per
 //             long segment combines its chunks' partials in order. Three launches, each balanced
 //             by elements, not by segments.
+// Binary problems (dot of matching rows) run as rowtile, group, split, exact_block or exact_launches.
 //   exact_block / exact_launches: exact sums (inner == 1): a block per segment with the block's
 //             exact accumulator, or, for a few long segments, the 1-D exact reduce per segment.
 enum class strategy : int { group, rowtile, split, columns, ragged, exact_block, exact_launches };
@@ -83,6 +89,11 @@ inline constexpr int kFixupBlock = 256;    // and of the ragged fix-up kernel (a
 // The ragged plan's workspace: per chunk, the segment covering its start (A) and the one starting
 // in it (B), and their partials.
 inline std::uint64_t ragged_chunk_bytes(int acc_bytes) { return 16 + 2 * static_cast<std::uint64_t>(acc_bytes); }
+
+// Bytes of the segmented partials buffer that plan pl uses (0: none): split and column tiles
+// shared by several blocks keep a partial per block (per result of the tile), ragged chunks their
+// entries.
+std::uint64_t scratch_bytes(const problem& p, const plan& pl, int elem_bytes, int acc_bytes);
 
 // acc_bytes: the op's accumulator (partials of split and columns plans are that large).
 plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, const device_limits& d);
