@@ -1,6 +1,7 @@
 // .npy and raw files for `tally reduce`, and the report renderers. No GPU needed.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -113,6 +114,19 @@ TEST(NpyCpu, TruncatedAndOverlongData) {
   EXPECT_NE(error_of([&] { io::read_npy(p); }).find("bytes follow"), std::string::npos);
   std::remove(p.c_str());
   EXPECT_NE(error_of([&] { io::read_npy(temp_path("missing.npy")); }).find("cannot open"), std::string::npos);
+}
+
+// Not a regular file: a directory and a FIFO are named as such (reading a FIFO would block).
+TEST(NpyCpu, DirectoriesAndFifosAreRefusedByName) {
+  const std::string dir = ::testing::TempDir();
+  EXPECT_NE(error_of([&] { io::read_npy(dir); }).find("is a directory"), std::string::npos);
+  EXPECT_NE(error_of([&] { io::read_raw(dir, dtype::f32); }).find("is a directory"), std::string::npos);
+  const std::string fifo = dir + "tally_fifo_" + std::to_string(::getpid()) + ".npy";
+  ::unlink(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_NE(error_of([&] { io::read_npy(fifo); }).find("not a regular file"), std::string::npos);
+  ::unlink(fifo.c_str());
+  EXPECT_NE(error_of([&] { io::check_input_file(dir + "no-such-file.npy"); }).find("cannot open"), std::string::npos);
 }
 
 TEST(RawCpu, SizeMustBeWholeElements) {

@@ -107,6 +107,7 @@ bool is_npy(const std::string& path) {
 // A .npy file (its dtype from the header; a --dtype that contradicts it is an error) or a raw
 // file of --dtype elements.
 tally::io::loaded_array load_array(const std::string& path, const std::string& dtype_name) {
+  tally::io::check_input_file(path);  // a directory, FIFO or unreadable file says so first
   std::optional<tally::dtype> t;
   if (!dtype_name.empty()) {
     t = tally::parse_dtype(dtype_name);
@@ -288,6 +289,7 @@ int cmd_dot(const std::string& path_x, const std::string& path_y, const std::str
 
 int main(int argc, char** argv) {
   CLI::App app{"tally: fast, correct reductions on NVIDIA GPUs"};
+  app.set_version_flag("--version", std::string("tally ") + TALLY_VERSION_STRING);
   app.require_subcommand(1);
 
   bool info_json = false;

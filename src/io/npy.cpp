@@ -1,5 +1,8 @@
 #include "io/npy.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -182,8 +185,19 @@ void write_npy(const std::string& path, dtype t, const void* data, const std::ve
   if (!f) throw error("writing '" + path + "' failed: " + std::strerror(errno));
 }
 
+void check_input_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw error("cannot open '" + path + "': " + std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) throw error("'" + path + "' is a directory: give a file (.npy or raw)");
+  if (!S_ISREG(st.st_mode))
+    throw error("'" + path + "' is not a regular file (a FIFO, socket or device): tally reads files whose size it can "
+                "check against their header");
+  if (::access(path.c_str(), R_OK) != 0) throw error("cannot read '" + path + "': " + std::strerror(errno));
+}
+
 namespace {
 std::vector<unsigned char> read_file(const std::string& path) {
+  check_input_file(path);
   std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) throw error("cannot open '" + path + "': " + std::strerror(errno));
   const std::streamoff size = f.tellg();

@@ -1,0 +1,31 @@
+# Installs tally's build into a scratch prefix, then configures, builds and runs the consumer
+# project of tests/consumer against it (find_package(tally) -> tally::tally).
+#   cmake -DBUILD_DIR=<tally build> -DSOURCE_DIR=<tally source> -DWORK=<scratch dir> -P consumer-check.cmake
+if(NOT DEFINED LIBDIR)
+  set(LIBDIR lib)
+endif()
+foreach(var BUILD_DIR SOURCE_DIR WORK)
+  if(NOT DEFINED ${var})
+    message(FATAL_ERROR "consumer-check: -D${var}=... is required")
+  endif()
+endforeach()
+file(REMOVE_RECURSE "${WORK}")
+function(run what)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  message(STATUS "${what}:\n${out}${err}")
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "consumer-check: ${what} failed (${rc})")
+  endif()
+endfunction()
+run("install" ${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${WORK}/prefix")
+foreach(f include/tally/tally.hpp ${LIBDIR}/cmake/tally/tallyConfig.cmake ${LIBDIR}/cmake/tally/tallyConfigVersion.cmake
+        bin/tally)
+  if(NOT EXISTS "${WORK}/prefix/${f}")
+    message(FATAL_ERROR "consumer-check: the install has no ${f}")
+  endif()
+endforeach()
+run("configure the consumer" ${CMAKE_COMMAND} -S "${SOURCE_DIR}/tests/consumer" -B "${WORK}/build" -G Ninja
+    "-DCMAKE_PREFIX_PATH=${WORK}/prefix")
+run("build the consumer" ${CMAKE_COMMAND} --build "${WORK}/build")
+run("run the consumer" "${WORK}/build/tally_consumer")
+run("the installed command" "${WORK}/prefix/bin/tally" --version)
