@@ -34,6 +34,12 @@ if has test; then
   grep -E "FAILED|Failure" "$out/tests.log" | head -20
 fi
 if has test; then
+  step "package: install, then build and run tests/consumer against it (a reduction on this GPU)"
+  cmake -DBUILD_DIR="$bin" -DSOURCE_DIR="$PWD" -DWORK=/tmp/tally-consumer-check -P scripts/consumer-check.cmake \
+    >>"$out/tests.log" 2>&1 && grep -h "sum of 1000" "$out/tests.log" | tail -1 | tee -a "$out/summary.txt" \
+    || { status=1; echo "package check failed" | tee -a "$out/summary.txt"; }
+fi
+if has test; then
   step "cli: tally reduce, stats and dot against numpy"
   python3 scripts/cli-check.py "$bin/tally" /tmp/tally-cli-check >>"$out/tests.log" 2>&1 || status=1
   tail -1 "$out/tests.log" | tee -a "$out/summary.txt"
