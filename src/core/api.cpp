@@ -320,12 +320,6 @@ void check_input(const char* fn, const char* name, const void* p, std::uint64_t 
     throw error(std::string("tally::") + fn + ": " + name + " " + hex(p) + " is not aligned to " +
                 std::to_string(row(t).size) + " bytes, the size of one " + row(t).name);
 }
-void check_output(const char* fn, const void* p, std::size_t align, const std::string& what) {
-  if (p == nullptr) throw error(std::string("tally::") + fn + ": d_out is null");
-  if (reinterpret_cast<std::uintptr_t>(p) % align != 0)
-    throw error(std::string("tally::") + fn + ": d_out " + hex(p) + " is not aligned to " +
-                std::to_string(align) + " bytes, as " + what + " needs");
-}
 
 // The memory checks (src/core/memory.hpp), once the arguments are: inputs readable, the result
 // writable, each within its allocation, before anything is launched.
@@ -403,10 +397,9 @@ void reduce(const void* d_in, std::uint64_t n, dtype t, op o, void* d_out, strea
   require_supported(t, o, opt, "reduce");
   check_input("reduce", "d_in", d_in, n, t);
   const dtype r = result_dtype(t, o);
-  const std::size_t align = is_arg(o) ? 8 : row(r).size;
-  if (d_out == nullptr || reinterpret_cast<std::uintptr_t>(d_out) % align != 0)  // the message only when it throws
-    check_output("reduce", d_out, align,
-                 is_arg(o) ? std::string("an indexed<") + row(r).name + "> record" : std::string("one ") + row(r).name);
+  core::check_output_pointer("reduce", d_out, is_arg(o) ? 8 : row(r).size, [&] {
+    return is_arg(o) ? std::string("an indexed<") + row(r).name + "> record" : std::string("one ") + row(r).name;
+  });
   const core::device_context& dev = core::current_context();
   if (opt.check_memory) {
     check_reach("reduce", "d_in", d_in, n, t, dev);
@@ -442,8 +435,7 @@ void dot(const void* d_x, const void* d_y, std::uint64_t n, dtype t, void* d_out
   check_input("dot", "d_x", d_x, n, t);
   check_input("dot", "d_y", d_y, n, t);
   const dtype r = dot_result_dtype(t);
-  if (d_out == nullptr || reinterpret_cast<std::uintptr_t>(d_out) % row(r).size != 0)
-    check_output("dot", d_out, row(r).size, std::string("one ") + row(r).name);
+  core::check_output_pointer("dot", d_out, row(r).size, [&] { return std::string("one ") + row(r).name; });
   const core::device_context& dev = core::current_context();
   if (opt.check_memory) {
     check_reach("dot", "d_x", d_x, n, t, dev);
@@ -471,7 +463,7 @@ void reduce_stats(const void* d_in, std::uint64_t n, dtype t, void* d_out, strea
   const std::string why = stats_refusal(t, opt);
   if (!why.empty()) throw error("tally::reduce_stats: " + why);
   check_input("reduce_stats", "d_in", d_in, n, t);
-  check_output("reduce_stats", d_out, 8, "a tally::stats record");
+  core::check_output_pointer("reduce_stats", d_out, 8, [] { return std::string("a tally::stats record"); });
   const core::device_context& dev = core::current_context();
   if (opt.check_memory) {
     check_reach("reduce_stats", "d_in", d_in, n, t, dev);
@@ -527,8 +519,10 @@ kind kind_for(dtype t, op o, const options& opt) { return kind_of(t, o, opt); }
 void check_input_pointer(const char* fn, const char* name, const void* p, std::uint64_t n, dtype t) {
   check_input(fn, name, p, n, t);
 }
-void check_output_pointer(const char* fn, const void* p, std::size_t align, const std::string& what) {
-  check_output(fn, p, align, what);
+void throw_bad_output(const char* fn, const void* p, std::size_t align, const std::string& what) {
+  if (p == nullptr) throw error(std::string("tally::") + fn + ": d_out is null");
+  throw error(std::string("tally::") + fn + ": d_out " + hex(p) + " is not aligned to " + std::to_string(align) +
+              " bytes, as " + what + " needs");
 }
 void check_input_reach(const char* fn, const char* name, const void* p, std::uint64_t n, dtype t,
                        const device_context& dev) {

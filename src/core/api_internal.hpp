@@ -15,7 +15,13 @@ std::string stats_op_refusal(dtype t, const options& opt);
 std::string dot_op_refusal(dtype t, const options& opt);
 kind kind_for(dtype t, op o, const options& opt);
 void check_input_pointer(const char* fn, const char* name, const void* p, std::uint64_t n, dtype t);
-void check_output_pointer(const char* fn, const void* p, std::size_t align, const std::string& what);
+// d_out must be non-null and aligned to `align`; what() describes the result for the message and
+// runs only when the check fails (no string is built on the call path).
+[[noreturn]] void throw_bad_output(const char* fn, const void* p, std::size_t align, const std::string& what);
+template <class What>
+void check_output_pointer(const char* fn, const void* p, std::size_t align, What&& what) {
+  if (p == nullptr || reinterpret_cast<std::uintptr_t>(p) % align != 0) throw_bad_output(fn, p, align, what());
+}
 // The memory check of n elements at p (src/core/memory.hpp), after the argument checks.
 void check_input_reach(const char* fn, const char* name, const void* p, std::uint64_t n, dtype t,
                        const device_context& dev);

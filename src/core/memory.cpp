@@ -3,10 +3,11 @@
 // check the entry points run before launching.
 #include "memory.hpp"
 
+#include "api_internal.hpp"
+
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
-#include <cstdio>
 #include <mutex>
 
 namespace tally::core {
@@ -31,11 +32,7 @@ get_attributes_fn driver_get_attributes() {
   return fn;
 }
 
-std::string hex(std::uintptr_t p) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(p));
-  return buf;
-}
+std::string hex(std::uintptr_t p) { return pointer_text(reinterpret_cast<const void*>(p)); }
 
 }  // namespace
 

@@ -6,8 +6,8 @@
 //
 //   std::vector<float> h(1000);
 //   tally::reduce_value(h.data(), 1000, tally::dtype::f32, tally::op::sum);
-//   // tally::error: "tally::reduce_value: d_in 0x7f.. is host memory the GPU cannot read
-//   //  (pageable, not registered with CUDA): copy it to the device or pin it ..."
+//   // tally::error: "tally::reduce: d_in 0x55.. is not memory the GPU can read: CUDA has no
+//   //  allocation there (a host array ...). Copy host data to the device first (or pin it ...)"
 #pragma once
 
 #include <cstdint>

@@ -46,11 +46,11 @@ struct loaded_array {
   bool fortran_order = false;        // .npy: the header's order
 };
 
-// Reads a whole .npy file, checking that the data is exactly as long as the header says.
 // Throws tally::error unless path is a regular file this process can read: a missing file, a
 // directory, a FIFO, socket or device, or one without read permission each say so by name.
 void check_input_file(const std::string& path);
 
+// Reads a whole .npy file, checking that the data is exactly as long as the header says.
 loaded_array read_npy(const std::string& path);
 // Reads a raw little-endian file of `type` elements; its size must be a whole number of them.
 loaded_array read_raw(const std::string& path, dtype type);

@@ -79,12 +79,13 @@ std::size_t check_out(const char* fn, void* d_out, std::uint64_t results, dtype 
   const bool arg = o == op::argmin || o == op::argmax;
   const dtype r = result_dtype(t, o);
   if (results > 0)
-    core::check_output_pointer(fn, d_out, arg ? 8 : dtype_size(r),
-                               arg ? std::string("indexed<") + to_string(r) + "> records" : std::string(to_string(r)) + " results");
+    core::check_output_pointer(fn, d_out, arg ? 8 : dtype_size(r), [&] {
+      return arg ? std::string("indexed<") + to_string(r) + "> records" : std::string(to_string(r)) + " results";
+    });
   return result_bytes(t, o);
 }
 std::size_t check_stats_out(const char* fn, void* d_out, std::uint64_t results) {
-  if (results > 0) core::check_output_pointer(fn, d_out, 8, "tally::stats records");
+  if (results > 0) core::check_output_pointer(fn, d_out, 8, [] { return std::string("tally::stats records"); });
   return 48;
 }
 
@@ -232,7 +233,8 @@ void dot_rows(const void* d_x, const void* d_y, std::uint64_t rows, std::uint64_
   p.outer_stride2 = ldy;
   p.aligned16_2 = reinterpret_cast<std::uintptr_t>(p.d_in2) % 16 == 0;
   const dtype r = dot_result_dtype(t);
-  if (p.results() > 0) core::check_output_pointer(fn, d_out, dtype_size(r), std::string(to_string(r)) + " results");
+  if (p.results() > 0)
+    core::check_output_pointer(fn, d_out, dtype_size(r), [&] { return std::string(to_string(r)) + " results"; });
   if (opt.check_memory && p.results() > 0 && p.length > 0)
     core::check_input_reach(fn, "d_y", d_y, py.span, t, core::current_context());
   const kind k = opt.mode == accuracy::exact ? kind::dot_exact : opt.mode == accuracy::compensated ? kind::dot_comp : kind::dot;
