@@ -5,7 +5,8 @@
 # check of `tally reduce/stats/dot` against numpy), sanitize
 # (compute-sanitizer memcheck/racecheck/synccheck/initcheck on the tests at small sizes), bench
 # (tally info + tally bench core), numerics (tally bench numerics: argmin/argmax vs CUB, dot vs
-# cuBLAS, accuracy modes, stats, f16/bf16; about 2 minutes), segmented (tally bench segmented), lab (tally lab run), sweep (tally lab
+# cuBLAS, accuracy modes, stats, f16/bf16; about 2 minutes), segmented (tally bench segmented), host
+# (tally bench host and scripts/host-file-check.py: host memory and files end to end), lab (tally lab run), sweep (tally lab
 # sweep), tune (tally bench tune --measure: the policy's choice and the shape sweeps). Logs and JSON
 # land in OUTDIR. TALLY_TEST_FILTER narrows the test stage (a gtest filter).
 set -uo pipefail
@@ -40,8 +41,15 @@ if has test; then
     || { status=1; echo "package check failed" | tee -a "$out/summary.txt"; }
 fi
 if has test; then
+  step "python: the package's CPU and GPU tests (torch, cupy, numba, numpy inputs vs numpy)"
+  { PYTHONPATH="$bin/python" python3 -m pytest -q -p no:cacheprovider python/tests/test_cpu.py &&
+    PYTHONPATH="$bin/python" python3 python/tests/run_gpu.py; } >"$out/python.log" 2>&1 || status=1
+  tail -2 "$out/python.log" | tee -a "$out/summary.txt"
+fi
+if has test; then
   step "cli: tally reduce, stats and dot against numpy"
-  python3 scripts/cli-check.py "$bin/tally" /tmp/tally-cli-check >>"$out/tests.log" 2>&1 || status=1
+  # 1 MiB staging chunks: every file of a few MiB crosses chunk boundaries (src/chunked).
+  TALLY_CHUNK_MIB=1 python3 scripts/cli-check.py "$bin/tally" /tmp/tally-cli-check >>"$out/tests.log" 2>&1 || status=1
   tail -1 "$out/tests.log" | tee -a "$out/summary.txt"
 fi
 if has sanitize; then
@@ -85,6 +93,17 @@ if has segmented; then
     >/dev/null 2>>"$out/progress.log" || status=1
   tail -2 "$out/progress.log"
   grep -c MISMATCH "$out/bench-segmented.md" 2>/dev/null | grep -qv '^0$' && { echo "segmented: MISMATCH" | tee -a "$out/summary.txt"; status=1; }
+fi
+if has host; then
+  step "bench host: host memory end to end (staged, in place, cudaMemcpy + reduce)"
+  "$bin/tally" bench host ${TALLY_HOST_ARGS:-} --json "$out/bench-host.json" --md "$out/bench-host.md" \
+    >/dev/null 2>>"$out/progress.log" || status=1
+  grep -E "exact_same_bits" "$out/bench-host.md" | tee -a "$out/summary.txt"
+  grep -q "exact_same_bits_as_device: yes" "$out/bench-host.md" || status=1
+  step "files: a 2^31 f32 .npy from the page cache, a sparse 100 GiB raw file"
+  python3 scripts/host-file-check.py "$bin/tally" /tmp/tally-host-files ${TALLY_HOST_FILE_ARGS:-} \
+    >"$out/host-files.log" 2>&1 || status=1
+  tail -4 "$out/host-files.log" | tee -a "$out/summary.txt"
 fi
 if has lab; then
   step "lab run"

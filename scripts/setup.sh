@@ -18,3 +18,9 @@ if ! command -v nvcc >/dev/null; then
   for d in /usr/local/cuda/bin /usr/local/cuda-*/bin; do [ -x "$d/nvcc" ] && export PATH="$d:$PATH" && break; done
 fi
 command -v nvcc >/dev/null || { echo "setup: nvcc not found: install the CUDA toolkit (12.4 or newer)"; exit 1; }
+# The Python package's build and tests (PyPI): nanobind (the binding generator), scikit-build-core
+# (pip install .), pytest and numpy.
+if ! python3 -c "import nanobind, pytest, numpy" 2>/dev/null; then
+  echo "setup: pip installing nanobind, scikit-build-core, pytest, numpy"
+  python3 -m pip install --quiet --disable-pip-version-check nanobind scikit-build-core pytest numpy
+fi

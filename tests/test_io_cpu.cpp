@@ -8,6 +8,7 @@
 #include <functional>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "bench/report.hpp"
 #include "io/npy.hpp"
@@ -114,6 +115,41 @@ TEST(NpyCpu, TruncatedAndOverlongData) {
   EXPECT_NE(error_of([&] { io::read_npy(p); }).find("bytes follow"), std::string::npos);
   std::remove(p.c_str());
   EXPECT_NE(error_of([&] { io::read_npy(temp_path("missing.npy")); }).find("cannot open"), std::string::npos);
+}
+
+// Opened for streaming: the header checked at open, the data read in any pieces, from several
+// threads, and a file cut short after it was opened said so by name.
+TEST(NpyCpu, ArrayFilesReadInPieces) {
+  std::vector<std::int32_t> v(1000);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::int32_t>(i * 7 - 300);
+  const std::string p = temp_path("pieces.npy");
+  io::write_npy(p, dtype::i32, v.data(), {20, 50});
+  const io::array_file f = io::open_npy(p);
+  EXPECT_EQ(f.type(), dtype::i32);
+  EXPECT_EQ(f.count(), 1000u);
+  EXPECT_EQ(f.shape(), (std::vector<std::uint64_t>{20, 50}));
+  std::vector<std::int32_t> got(1000, 0);
+  std::vector<std::thread> ts;
+  for (std::uint64_t at = 0; at < 1000; at += 333)
+    ts.emplace_back([&, at] { f.read(got.data() + at, at, std::min<std::uint64_t>(333, 1000 - at)); });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(got, v);
+  EXPECT_TRUE(io::read_npy(p).bytes == std::vector<unsigned char>(reinterpret_cast<unsigned char*>(v.data()),
+                                                                 reinterpret_cast<unsigned char*>(v.data()) + 4000));
+  struct stat st {};
+  ASSERT_EQ(::stat(p.c_str(), &st), 0);
+  const off_t header = st.st_size - 4000;
+  ASSERT_EQ(::truncate(p.c_str(), header + 400), 0);  // 100 elements left
+  EXPECT_NE(error_of([&] { f.read(got.data(), 90, 20); }).find("the file ended at byte"), std::string::npos);
+  EXPECT_NE(error_of([&] { io::open_npy(p); }).find("truncated"), std::string::npos);
+  const io::array_file r = io::open_raw(p, dtype::u8);
+  EXPECT_EQ(r.count(), static_cast<std::uint64_t>(header + 400));
+  if ((header + 400) % 8 != 0) {
+    EXPECT_NE(error_of([&] { io::open_raw(p, dtype::f64); }).find("whole number"), std::string::npos);
+  }
+  ASSERT_EQ(::truncate(p.c_str(), header + 401), 0);
+  EXPECT_NE(error_of([&] { io::open_raw(p, dtype::i32); }).find("whole number"), std::string::npos);
+  std::remove(p.c_str());
 }
 
 // Not a regular file: a directory and a FIFO are named as such (reading a FIFO would block).

@@ -86,9 +86,10 @@ struct options {
   // Before launching, ask the CUDA driver where each pointer lives: a host array the GPU cannot
   // read, another GPU's memory, a freed pointer, an input running past its allocation or a
   // result buffer too small is refused with tally::error (a kernel would fault, and a fault
-  // loses the CUDA context for the whole process). Costs one driver query per pointer (about
-  // 0.5 us per reduce call on an H100/H200 host, nothing in a replayed graph); false skips it
-  // for callers whose buffers are known good and who call in tight loops of small inputs.
+  // loses the CUDA context for the whole process); the pageable host inputs of reduce, dot and
+  // reduce_stats are streamed instead. Costs one driver query per pointer (about 0.5 us per
+  // reduce call on an H100/H200 host, nothing in a replayed graph); false skips it for callers
+  // whose buffers are known to be device memory and who call in tight loops of small inputs.
   bool check_memory = true;
 };
 
@@ -145,7 +146,10 @@ struct value {
 
 // Stream-ordered reduction of n elements at d_in into *d_out (device memory, result_bytes(t, o)
 // bytes aligned to 8 for argmin/argmax, else to the result's size). d_in needs only the
-// element's natural alignment; n may exceed 2^32.
+// element's natural alignment; n may exceed 2^32. d_in may be device, managed or pinned host
+// memory (read in place) or, with options::check_memory, pageable host memory: that is streamed
+// through the chunked path (see tally::reducer), read before the call returns, and refused while
+// the stream is being captured. dot and reduce_stats take host inputs the same way.
 //
 //   float x[] = {3, 7, 7, 1};   // on the device
 //   tally::reduce(d_x, 4, tally::dtype::f32, tally::op::argmax, d_rec, stream);
@@ -249,6 +253,63 @@ std::vector<stats> stats_to_host(const void* d_results, std::uint64_t count, str
 std::vector<value> reduce_segments_values(const void* d_in, std::uint64_t n, const std::int64_t* d_begin,
                                           const std::int64_t* d_end, std::uint64_t segments, dtype t, op o,
                                           stream_t stream = nullptr, const options& opt = {});
+
+// ---- Data in pieces, and data in host memory (src/chunked) -----------------------------------
+// A reducer takes its input in pieces (feeds), in order, and gives the result of reduce(), dot()
+// or stats over everything fed. A feed may be device memory of the reducer's GPU, managed or
+// pinned host memory (all read in place by kernels on the reducer's stream: keep them unchanged
+// until result() or a synchronisation of that stream), or pageable host memory (a std::vector's
+// data, a buffer read from a file), which is streamed to the GPU in chunks through pinned staging
+// buffers that several host threads fill while earlier chunks are copied and reduced, and has
+// been read by the time feed() returns. feed_from() takes the data from a producer callback
+// instead, called from several threads at once, each call filling one chunk; a producer may
+// reduce device memory with tally but not give it host data (the staging is busy: refused).
+//
+// Each feed is reduced in chunks of a fixed size (16 MiB of host data, or all of a device feed at
+// once) and the chunks' partials are combined on the host in order: results are bitwise the same
+// for the same sequence of feed sizes. Exact mode, integer ops, min/max, argmin/argmax (global
+// indices, the first on ties), bitwise and logical ops give exactly reduce()'s result over all
+// the data, however it was fed; fast and compensated float sums differ from one reduce() only by
+// their rounding. Blocking: result() waits for the reducer's stream. Not thread-safe: one thread
+// feeds a reducer. reduce(), dot(), reduce_stats() and their _value forms use the same path when
+// given pageable host memory (outside stream capture: a capture refuses it).
+//
+//   tally::reducer r = tally::reducer::for_reduce(tally::dtype::f32, tally::op::sum);
+//   for (auto& block : blocks) r.feed(block.data(), block.size());   // host vectors
+//   tally::value total = r.result();
+class reducer {
+ public:
+  // fill(input, dst, first, count): write elements [first, first + count) of the feed (counted
+  // from the feed's first element) of input 0 (dot: 0 is x, 1 is y) to dst, pinned host memory.
+  // Throwing stops the feed; feed_from rethrows the first exception.
+  using fill_fn = void (*)(void* context, int input, void* dst, std::uint64_t first, std::uint64_t count);
+
+  static reducer for_reduce(dtype t, op o, const options& opt = {}, stream_t stream = nullptr);
+  static reducer for_dot(dtype t, const options& opt = {}, stream_t stream = nullptr);
+  static reducer for_stats(dtype t, const options& opt = {}, stream_t stream = nullptr);
+  ~reducer();
+  reducer(reducer&& o) noexcept;
+  reducer& operator=(reducer&& o) noexcept;
+  reducer(const reducer&) = delete;
+  reducer& operator=(const reducer&) = delete;
+
+  // The next n elements at data (reduce, stats) or at x and y (dot).
+  void feed(const void* data, std::uint64_t n);
+  void feed(const void* x, const void* y, std::uint64_t n);
+  // The next n elements (of each input, for dot) from fill; context is passed back to it.
+  void feed_from(std::uint64_t n, fill_fn fill, void* context);
+  // The result of reduce (or dot) over everything fed so far; the reducer can keep feeding.
+  value result();
+  stats stats_result();  // for_stats reducers
+  std::uint64_t count() const noexcept;  // elements fed so far
+  void reset();                          // forget everything fed
+
+  struct impl;  // opaque (src/chunked/reducer.cpp)
+
+ private:
+  explicit reducer(impl* p) noexcept : p_(p) {}
+  impl* p_ = nullptr;
+};
 
 // Frees the small workspace tally keeps for (current device, stream). Call it once the stream's
 // tally work has finished (for example before cudaStreamDestroy) in programs that create many

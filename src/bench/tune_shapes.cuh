@@ -119,7 +119,7 @@ candidate exact_candidate(const char* label, const sweep_buffers& b, int slot) {
   c.launch = [kernel, b, slot](cudaStream_t s, std::uint64_t n, unsigned blocks, int) {
     core::exact_args<T> a{static_cast<const T*>(b.d_in), static_cast<const T*>(b.d_in2), n,
                           static_cast<char*>(b.d_out) + 64 * slot, static_cast<core::exact_acc*>(b.d_partials),
-                          b.d_counter, b.d_exact, b.d_exact_used};
+                          b.d_counter, b.d_exact, b.d_exact_used, nullptr};
     void* args[] = {&a};
     check(launch_with_pdl(reinterpret_cast<const void*>(kernel), args, blocks, B, s), "candidate launch");
   };

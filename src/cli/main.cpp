@@ -10,12 +10,14 @@
 #include <fmt/format.h>
 
 #include "bench/core_bench.hpp"
+#include "bench/host_bench.hpp"
 #include "bench/numerics_bench.hpp"
 #include "bench/segmented_bench.hpp"
 #include "bench/probe.hpp"
 #include "bench/tune.hpp"
 #include "cli/axis.hpp"
 #include "cli/progress.hpp"
+#include "cli/streamed.hpp"
 #include "io/npy.hpp"
 #include "lab/runner.hpp"
 #include "tally/tally.hpp"
@@ -100,43 +102,10 @@ bool is_float(tally::dtype t) {
          t == tally::dtype::f64;
 }
 
-bool is_npy(const std::string& path) {
-  return path.size() >= 4 && path.compare(path.size() - 4, 4, ".npy") == 0;
-}
-
-// A .npy file (its dtype from the header; a --dtype that contradicts it is an error) or a raw
-// file of --dtype elements.
-tally::io::loaded_array load_array(const std::string& path, const std::string& dtype_name) {
-  tally::io::check_input_file(path);  // a directory, FIFO or unreadable file says so first
-  std::optional<tally::dtype> t;
-  if (!dtype_name.empty()) {
-    t = tally::parse_dtype(dtype_name);
-    if (!t) throw tally::error("unknown --dtype '" + dtype_name + "'");
-  }
-  if (is_npy(path)) {
-    tally::io::loaded_array a = tally::io::read_npy(path);
-    if (t && *t != a.type)
-      throw tally::error("'" + path + "' holds " + tally::to_string(a.type) +
-                         " data but --dtype says " + tally::to_string(*t) +
-                         " (--dtype is for raw files; a .npy file names its own)");
-    return a;
-  }
-  if (!t)
-    throw tally::error("'" + path + "' is not a .npy file: give its element type with --dtype");
-  return tally::io::read_raw(path, *t);
-}
-
-// The array on the device (an empty buffer for n = 0).
-tally::device_buffer upload(const tally::io::loaded_array& a) {
-  tally::device_buffer d(a.bytes.size());
-  if (!a.bytes.empty()) d.upload(a.bytes.data(), a.bytes.size());
-  return d;
-}
-
 // "sum(3 x f32" plus the options that differ from the defaults.
-std::string call_text(const char* what, const tally::io::loaded_array& a, const tally::options& opt,
+std::string call_text(const char* what, const tally::io::array_file& a, const tally::options& opt,
                       bool show_nan, bool show_mode) {
-  std::string s = fmt::format("{}({} x {}", what, a.count, tally::to_string(a.type));
+  std::string s = fmt::format("{}({} x {}", what, a.count(), tally::to_string(a.type()));
   if (show_nan && opt.nan != tally::nan_policy::propagate)
     s += fmt::format(", nan {}", tally::to_string(opt.nan));
   if (show_mode && opt.mode != tally::accuracy::fast)
@@ -161,10 +130,10 @@ int cmd_reduce(const std::string& path, const std::string& op_name, const std::s
   const auto o = tally::parse_op(op_name);
   if (!o) throw tally::error("unknown --op '" + op_name + "' (" + op_names() + ")");
   const tally::options opt = parse_options(nan_name, mode_name);
-  const tally::io::loaded_array a = load_array(path, dtype_name);
+  const tally::io::array_file a = tally::cli::open_array(path, dtype_name);
   // Refused combinations fail here, before any GPU work, with the library's reason.
-  if (!tally::supports(a.type, *o, opt)) {
-    std::string why = tally::why_unsupported(a.type, *o, opt);
+  if (!tally::supports(a.type(), *o, opt)) {
+    std::string why = tally::why_unsupported(a.type(), *o, opt);
     if (why.empty()) why = "not supported";
     std::string flags;
     if (opt.nan != tally::nan_policy::propagate)
@@ -172,17 +141,17 @@ int cmd_reduce(const std::string& path, const std::string& op_name, const std::s
     if (opt.mode != tally::accuracy::fast)
       flags += std::string(" --mode ") + tally::to_string(opt.mode);
     throw tally::error(fmt::format("--op {}{} on {} data: {}", tally::to_string(*o), flags,
-                                   tally::to_string(a.type), why));
+                                   tally::to_string(a.type()), why));
   }
   if (!axes.empty())
-    return tally::cli::reduce_along_axes(a, path, *o, opt, axes, {out_path, pm.json, pm.value_only});
-  const tally::device_buffer d = upload(a);
-  const tally::value v = tally::reduce_value(d.get(), a.count, a.type, *o, nullptr, opt);
+    return tally::cli::reduce_along_axes(tally::io::read_all(a), path, *o, opt, axes,
+                                         {out_path, pm.json, pm.value_only});
+  const tally::value v = tally::cli::reduce_file(a, *o, opt);
   const bool indexed = *o == tally::op::argmin || *o == tally::op::argmax;
   if (pm.json) {
     json j{{"op", tally::to_string(*o)},
-           {"dtype", tally::to_string(a.type)},
-           {"n", a.count},
+           {"dtype", tally::to_string(a.type())},
+           {"n", a.count()},
            {"nan", tally::to_string(opt.nan)},
            {"mode", tally::to_string(opt.mode)},
            {"result_dtype", tally::to_string(v.type)},
@@ -210,18 +179,18 @@ int cmd_stats(const std::string& path, const std::string& dtype_name, const std:
   if (ddof < 0) throw tally::error("--ddof " + std::to_string(ddof) + ": must be 0 or more");
   if (!out_path.empty() && axes.empty())
     throw tally::error("-o: write results to a .npy only with --axis (the whole array's stats are printed)");
-  const tally::io::loaded_array a = load_array(path, dtype_name);
-  if (a.type == tally::dtype::b8)
+  const tally::io::array_file a = tally::cli::open_array(path, dtype_name);
+  if (a.type() == tally::dtype::b8)
     throw tally::error("stats: '" + path +
                        "' holds b8 (bool) data; stats need numbers (use reduce --op all/any/sum)");
   if (!axes.empty())
-    return tally::cli::stats_along_axes(a, path, opt, ddof, axes, {out_path, pm.json, pm.value_only});
-  const tally::device_buffer d = upload(a);
-  const tally::stats st = tally::stats_value(d.get(), a.count, a.type, nullptr, opt);
+    return tally::cli::stats_along_axes(tally::io::read_all(a), path, opt, ddof, axes,
+                                        {out_path, pm.json, pm.value_only});
+  const tally::stats st = tally::cli::stats_file(a, opt);
   const double var = st.variance(ddof), sd = st.stddev(ddof);
   if (pm.json) {
-    json j{{"dtype", tally::to_string(a.type)},
-           {"n", a.count},
+    json j{{"dtype", tally::to_string(a.type())},
+           {"n", a.count()},
            {"nan", tally::to_string(opt.nan)},
            {"ddof", ddof},
            {"count", st.count},
@@ -252,26 +221,25 @@ int cmd_dot(const std::string& path_x, const std::string& path_y, const std::str
             const std::string& mode_name, print_mode pm) {
   const tally::options opt = parse_options("propagate", mode_name);
   // --dtype describes the raw files; a .npy file names its own (a mismatch is reported below).
-  const tally::io::loaded_array x = load_array(path_x, is_npy(path_x) ? "" : dtype_name);
-  const tally::io::loaded_array y = load_array(path_y, is_npy(path_y) ? "" : dtype_name);
-  if (x.type != y.type)
+  const tally::io::array_file x = tally::cli::open_array(path_x, tally::cli::is_npy_path(path_x) ? "" : dtype_name);
+  const tally::io::array_file y = tally::cli::open_array(path_y, tally::cli::is_npy_path(path_y) ? "" : dtype_name);
+  if (x.type() != y.type())
     throw tally::error(
         fmt::format("dot: '{}' holds {} and '{}' holds {}: both files must have the same dtype",
-                    path_x, tally::to_string(x.type), path_y, tally::to_string(y.type)));
-  if (!is_float(x.type))
+                    path_x, tally::to_string(x.type()), path_y, tally::to_string(y.type())));
+  if (!is_float(x.type()))
     throw tally::error(
         fmt::format("dot: the files hold {}; dot needs float vectors (f16, bf16, f32, f64)",
-                    tally::to_string(x.type)));
-  if (x.count != y.count)
+                    tally::to_string(x.type())));
+  if (x.count() != y.count())
     throw tally::error(
         fmt::format("dot: '{}' has {} elements and '{}' has {}: both must have the same length",
-                    path_x, x.count, path_y, y.count));
-  const tally::device_buffer dx = upload(x), dy = upload(y);
-  const tally::value v = tally::dot_value(dx.get(), dy.get(), x.count, x.type, nullptr, opt);
+                    path_x, x.count(), path_y, y.count()));
+  const tally::value v = tally::cli::dot_files(x, y, opt);
   if (pm.json) {
     json j{{"op", "dot"},
-           {"dtype", tally::to_string(x.type)},
-           {"n", x.count},
+           {"dtype", tally::to_string(x.type())},
+           {"n", x.count()},
            {"mode", tally::to_string(opt.mode)},
            {"result_dtype", tally::to_string(v.type)},
            {"value", v.to_string()}};
@@ -341,6 +309,17 @@ int main(int argc, char** argv) {
   add_output_options(segb, seg_out);
   segb->add_flag("--quick", seg_quick, "fewer repetitions");
   segb->add_option("--totals", seg_totals, "log2 of the total elements, e.g. 20,24,28")->delimiter(',');
+
+  output_files host_out;
+  tally::bench::host_bench_options host_opt;
+  bool host_quick = false, host_no_sweep = false;
+  auto* hostb = bench->add_subcommand(
+      "host", "data in host memory reduced end to end: tally's staged and in-place paths vs cudaMemcpy + reduce");
+  add_output_options(hostb, host_out);
+  hostb->add_option("--log2n", host_opt.log2_n, "log2 of the f32 elements (default 30: 4 GiB)")
+      ->check(CLI::Range(10, 33));
+  hostb->add_flag("--quick", host_quick, "fewer repetitions");
+  hostb->add_flag("--no-sweep", host_no_sweep, "skip the threads and chunk-size tables");
 
   const char* kDtypeHelp =
       "element type of a raw file: i8 u8 i16 u16 i32 u32 i64 u64 f16 bf16 f32 f64 b8 "
@@ -480,6 +459,14 @@ int main(int argc, char** argv) {
       tally::cli::progress p("bench segmented");
       o.progress = [&](const std::string& s) { p.step(s); };
       emit(tally::bench::run_segmented_bench(o), seg_out);
+      return 0;
+    }
+    if (hostb->parsed()) {
+      host_opt.reps = host_quick ? 3 : host_opt.reps;
+      host_opt.sweep = !host_no_sweep;
+      tally::cli::progress p("bench host");
+      host_opt.progress = [&](const std::string& s) { p.step(s); };
+      emit(tally::bench::run_host_bench(host_opt), host_out);
       return 0;
     }
     if (red->parsed())

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "api_internal.hpp"
+#include "chunked/staging.hpp"
 #include "context.hpp"
 #include "memory.hpp"
 #include "policy.hpp"
@@ -327,6 +328,15 @@ void check_reach(const char* fn, const char* name, const void* p, std::uint64_t 
                  const core::device_context& dev) {
   core::check_memory(fn, name, p, n, row(t).size, row(t).name, false, dev);
 }
+// The inputs of reduce, dot and reduce_stats may also be pageable host memory, read through the
+// chunked layer's staging (src/chunked); anything else is checked as check_reach does.
+chunked::source input_source(const char* fn, const char* name, const void* p, std::uint64_t n, dtype t,
+                             const core::device_context& dev) {
+  chunked::source s;
+  s.p = p;
+  if (core::check_input_or_host(fn, name, p, n, row(t).size, row(t).name, dev)) s.kind = chunked::source::from::host;
+  return s;
+}
 // The blocking forms write into the stream workspace's result slot: no need to check that one.
 thread_local const void* t_own_result = nullptr;
 void check_result_reach(const char* fn, void* p, std::size_t bytes, const char* unit, const core::device_context& dev) {
@@ -337,14 +347,7 @@ void check_result_reach(const char* fn, void* p, std::size_t bytes, const char* 
 // Launches kind k on (current device, stream) once the arguments are checked.
 void run(core::kind k, dtype t, const void* d_in, const void* d_in2, std::uint64_t n, void* d_out,
          stream_t stream, const core::device_context& dev) {
-  auto* s = reinterpret_cast<cudaStream_t>(stream);
-  core::launch_ctx c{&dev, s, &core::stream_workspace(dev, s)};
-  c.d_in2 = d_in2;
-  core::launch_fn fn = core::find_launcher(t, k);
-  if (fn == nullptr)  // the tables above and the launchers disagree: a tally bug, said plainly
-    throw error(std::string("tally: internal error: no kernel for dtype ") + row(t).name + ", kind " +
-                std::to_string(static_cast<int>(k)));
-  fn(d_in, n, d_out, c);
+  core::launch_kind(k, t, d_in, d_in2, n, d_out, reinterpret_cast<cudaStream_t>(stream), dev);
 }
 
 // Runs `launch(d_result)` on the stream's workspace, copies `bytes` back and hands them to
@@ -402,8 +405,11 @@ void reduce(const void* d_in, std::uint64_t n, dtype t, op o, void* d_out, strea
   });
   const core::device_context& dev = core::current_context();
   if (opt.check_memory) {
-    check_reach("reduce", "d_in", d_in, n, t, dev);
+    const chunked::source src = input_source("reduce", "d_in", d_in, n, t, dev);
     check_result_reach("reduce", d_out, result_bytes(t, o), is_arg(o) ? "indexed record" : "result", dev);
+    if (src.kind == chunked::source::from::host)
+      return chunked::host_reduce("reduce", {chunked::what::reduce, t, o, opt}, &src, 1, n, d_out,
+                                  reinterpret_cast<cudaStream_t>(stream), dev);
   }
   run(kind_of(t, o, opt), t, d_in, nullptr, n, d_out, stream, dev);
 }
@@ -438,9 +444,11 @@ void dot(const void* d_x, const void* d_y, std::uint64_t n, dtype t, void* d_out
   core::check_output_pointer("dot", d_out, row(r).size, [&] { return std::string("one ") + row(r).name; });
   const core::device_context& dev = core::current_context();
   if (opt.check_memory) {
-    check_reach("dot", "d_x", d_x, n, t, dev);
-    check_reach("dot", "d_y", d_y, n, t, dev);
+    const chunked::source src[2] = {input_source("dot", "d_x", d_x, n, t, dev), input_source("dot", "d_y", d_y, n, t, dev)};
     check_result_reach("dot", d_out, row(r).size, "result", dev);
+    if (src[0].kind == chunked::source::from::host || src[1].kind == chunked::source::from::host)
+      return chunked::host_reduce("dot", {chunked::what::dot, t, op::sum, opt}, src, 2, n, d_out,
+                                  reinterpret_cast<cudaStream_t>(stream), dev);
   }
   const core::kind k = opt.mode == accuracy::exact         ? core::kind::dot_exact
                        : opt.mode == accuracy::compensated ? core::kind::dot_comp
@@ -466,8 +474,11 @@ void reduce_stats(const void* d_in, std::uint64_t n, dtype t, void* d_out, strea
   core::check_output_pointer("reduce_stats", d_out, 8, [] { return std::string("a tally::stats record"); });
   const core::device_context& dev = core::current_context();
   if (opt.check_memory) {
-    check_reach("reduce_stats", "d_in", d_in, n, t, dev);
+    const chunked::source src = input_source("reduce_stats", "d_in", d_in, n, t, dev);
     check_result_reach("reduce_stats", d_out, 48, "tally::stats record", dev);
+    if (src.kind == chunked::source::from::host)
+      return chunked::host_reduce("reduce_stats", {chunked::what::stats, t, op::sum, opt}, &src, 1, n, d_out,
+                                  reinterpret_cast<cudaStream_t>(stream), dev);
   }
   const bool ignore = opt.nan == nan_policy::ignore && row(t).is_float;
   run(ignore ? core::kind::stats_ignore : core::kind::stats, t, d_in, nullptr, n, d_out, stream, dev);
@@ -536,6 +547,17 @@ value decode_value(dtype t, op o, const unsigned char* h) {
   return v;
 }
 std::string pointer_text(const void* p) { return hex(p); }
+void launch_kind(kind k, dtype t, const void* d_in, const void* d_in2, std::uint64_t n, void* d_out,
+                 cudaStream_t stream, const device_context& dev, long long* d_carry) {
+  launch_ctx c{&dev, stream, &stream_workspace(dev, stream)};
+  c.d_in2 = d_in2;
+  c.d_carry = d_carry;
+  const launch_fn fn = find_launcher(t, k);
+  if (fn == nullptr)  // the tables above and the launchers disagree: a tally bug, said plainly
+    throw error(std::string("tally: internal error: no kernel for dtype ") + row(t).name + ", kind " +
+                std::to_string(static_cast<int>(k)));
+  fn(d_in, n, d_out, c);
+}
 }  // namespace core
 
 device_buffer::device_buffer(std::size_t bytes) : bytes_(bytes) {

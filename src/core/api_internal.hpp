@@ -26,6 +26,10 @@ void check_output_pointer(const char* fn, const void* p, std::size_t align, What
 void check_input_reach(const char* fn, const char* name, const void* p, std::uint64_t n, dtype t,
                        const device_context& dev);
 value decode_value(dtype t, op o, const unsigned char* h);  // one result as reduce writes it
+// Launches kind k over n elements on (dev, stream), the arguments already checked; d_carry: the
+// exact kinds' accumulator of a chunked reduction (src/chunked), null for an ordinary result.
+void launch_kind(kind k, dtype t, const void* d_in, const void* d_in2, std::uint64_t n, void* d_out,
+                 cudaStream_t stream, const device_context& dev, long long* d_carry = nullptr);
 std::string pointer_text(const void* p);
 
 }  // namespace tally::core

@@ -80,6 +80,9 @@ struct launch_ctx {
   bool dry_run = false;  // choose and record the grid, launch nothing (tests, --debug)
   const void* d_in2 = nullptr;  // binary ops (dot): the second input
   family_choice* describe = nullptr;  // dry runs: filled with the shape choice and its reasons
+  // Exact kinds only: add the exact sum into this accumulator (exact::kWords words + a flags
+  // word, device memory) instead of writing a rounded result (src/chunked; device_exact.cuh).
+  long long* d_carry = nullptr;
 };
 using launch_fn = void (*)(const void* d_in, std::uint64_t n, void* d_out, const launch_ctx& c);
 

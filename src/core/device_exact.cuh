@@ -42,6 +42,7 @@ struct exact_args {
   unsigned int* d_counter;  // zero between calls
   long long* d_acc;         // exact::kWords words, zero between calls
   unsigned int* d_acc_used; // nonzero when a block added into d_acc; zero between calls
+  long long* d_carry;       // chunked reductions: add the exact sum here instead of rounding it
 };
 
 enum class exact_form { sum, mean, dot };
@@ -277,6 +278,27 @@ __device__ __forceinline__ void exact_finish(const exact_acc& v, std::uint64_t n
   if (lane == 0) *static_cast<R*>(d_out) = r;
 }
 
+// Chunked reductions (src/chunked) reduce data that arrives in pieces: instead of rounding, a
+// launch adds its exact sum into the caller's accumulator d_carry (exact::kWords normalised
+// words, then the special-value flags as one more word) and writes no result; the host rounds the
+// carry once after the last piece, so the result is the same bits as one launch over all of it.
+// Warp 0, in place of exact_finish; launches on one stream, so nothing else writes d_carry.
+__device__ __forceinline__ void exact_carry(const exact_acc& v, long long* d_carry) {
+  exact_block_state& st = exact_block();
+  const unsigned lane = threadIdx.x & 31u;
+  __syncwarp();
+  if (lane == 0) {
+    exact::add(st.words, v.a0);
+    exact::add(st.words, v.a1);
+    d_carry[exact::kWords] |= static_cast<long long>(v.flags);
+  }
+  __syncwarp();
+  for (int k = lane; k < exact::kWords; k += 32) st.words[k] += d_carry[k];
+  __syncwarp();
+  exact::normalize_warp(st.words);
+  for (int k = lane; k < exact::kWords; k += 32) d_carry[k] = st.words[k];
+}
+
 template <class T, class Op, int BLOCK, int UNROLL, load_hint H, int MIN_BLOCKS>
 __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) exact_kernel(exact_args<T> a) {
   using R = num_t<T>;
@@ -293,7 +315,10 @@ __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) exact_kernel(exact_args<T> 
       a.d_in, a.n, blockIdx.x, gridDim.x, a.d_in2);
   const unsigned warp = threadIdx.x >> 5;
   if (gridDim.x == 1) {  // one block: no partials, no global accumulator
-    if (warp == 0) exact_finish<R, F>(v, a.n, a.d_out);
+    if (warp == 0) {
+      if (a.d_carry != nullptr) exact_carry(v, a.d_carry);
+      else exact_finish<R, F>(v, a.n, a.d_out);
+    }
     return;
   }
 
@@ -338,7 +363,8 @@ __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) exact_kernel(exact_args<T> 
     }
     if (lane == 0) st.flushed = 1;
   }
-  exact_finish<R, F>(p, a.n, a.d_out);
+  if (a.d_carry != nullptr) exact_carry(p, a.d_carry);
+  else exact_finish<R, F>(p, a.n, a.d_out);
 }
 
 }  // namespace tally::core

@@ -8,7 +8,10 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include <cstdio>
+#include <fstream>
 #include <mutex>
+#include <string>
 
 namespace tally::core {
 namespace {
@@ -33,6 +36,26 @@ get_attributes_fn driver_get_attributes() {
 }
 
 std::string hex(std::uintptr_t p) { return pointer_text(reinterpret_cast<const void*>(p)); }
+
+// True when every byte of [begin, begin + bytes) lies in a readable mapping of this process
+// (/proc/self/maps; mappings are listed in address order). A freed device pointer lies in CUDA's
+// address reservation, which the process cannot read, so it is told from a host array here.
+bool host_readable(std::uintptr_t begin, std::uint64_t bytes) {
+  std::ifstream maps("/proc/self/maps");
+  if (!maps) return false;  // cannot tell: refused, never read blindly
+  std::uintptr_t at = begin;
+  const std::uintptr_t end = bytes > ~std::uintptr_t(0) - begin ? ~std::uintptr_t(0) : begin + bytes;
+  std::string line;
+  while (at < end && std::getline(maps, line)) {
+    unsigned long lo = 0, hi = 0;
+    char perms[8] = {};
+    if (std::sscanf(line.c_str(), "%lx-%lx %7s", &lo, &hi, perms) != 3) continue;
+    if (hi <= at) continue;
+    if (lo > at || perms[0] != 'r') break;  // a hole, or a mapping the process cannot read
+    at = hi;
+  }
+  return at >= end;
+}
 
 }  // namespace
 
@@ -108,17 +131,28 @@ memory_facts inspect_memory(const void* p, int current_device) {
   return f;
 }
 
-void check_memory(const char* fn, const char* name, const void* p, std::uint64_t count, std::size_t unit_bytes,
-                  const char* unit, bool write, const device_context& dev) {
-  if (count == 0 || unit_bytes == 0) return;
+namespace {
+// check_memory and check_input_or_host: true for pageable host memory the process can read, when
+// the caller takes it (allow_host) and the GPU cannot read it in place.
+bool check_access(const char* fn, const char* name, const void* p, std::uint64_t count, std::size_t unit_bytes,
+                  const char* unit, bool write, bool allow_host, const device_context& dev) {
+  if (count == 0 || unit_bytes == 0) return false;
   const std::uint64_t bytes = count > ~std::uint64_t(0) / unit_bytes ? ~std::uint64_t(0) : count * unit_bytes;
   const memory_facts f = inspect_memory(p, dev.ordinal);
-  if (!f.known) return;
+  if (!f.known) return false;
   const std::uintptr_t at = reinterpret_cast<std::uintptr_t>(p);
   const std::string head = std::string("tally::") + fn + ": " + name + " " + hex(at) + " ";
   switch (f.kind) {
     case memory_kind::host_pageable:
-      if (dev.pageable_access) return;  // the GPU reads pageable memory (HMM / ATS); no range known
+      // Callers that take host memory stream it through pinned staging even where the GPU could
+      // read it in place (HMM / ATS): faster, and read before the call returns.
+      if (allow_host) {
+        if (host_readable(at, bytes)) return true;
+        throw error(head + "is neither memory the GPU can read nor " + std::to_string(bytes) +
+                    " bytes of host memory this process can read (a freed or stray pointer, or a host array "
+                    "shorter than " + std::to_string(count) + " x " + unit + ")");
+      }
+      if (dev.pageable_access) return false;  // the GPU reads pageable memory (HMM / ATS); no range known
       throw error(head + "is not memory the GPU can " + (write ? "write" : "read") +
                   ": CUDA has no allocation there (a host array such as a std::vector's data, or a freed or "
                   "stray pointer). Copy host data to the device first (or pin it with cudaHostRegister).");
@@ -141,6 +175,18 @@ void check_memory(const char* fn, const char* name, const void* p, std::uint64_t
                 to_string(f.kind) + " " + hex(f.begin) + ", " + std::to_string(f.end - f.begin) + " bytes) has only " +
                 std::to_string(at >= f.begin && at < f.end ? f.end - at : 0) + " from there" +
                 (write ? ": the result buffer is too small; nothing was written." : "."));
+  return false;
+}
+}  // namespace
+
+void check_memory(const char* fn, const char* name, const void* p, std::uint64_t count, std::size_t unit_bytes,
+                  const char* unit, bool write, const device_context& dev) {
+  (void)check_access(fn, name, p, count, unit_bytes, unit, write, false, dev);
+}
+
+bool check_input_or_host(const char* fn, const char* name, const void* p, std::uint64_t count, std::size_t unit_bytes,
+                         const char* unit, const device_context& dev) {
+  return check_access(fn, name, p, count, unit_bytes, unit, false, true, dev);
 }
 
 }  // namespace tally::core

@@ -47,4 +47,12 @@ memory_facts inspect_memory(const void* p, int current_device = -1);
 void check_memory(const char* fn, const char* name, const void* p, std::uint64_t count, std::size_t unit_bytes,
                   const char* unit, bool write, const device_context& dev);
 
+// The same check for an input that may also be pageable host memory (reduce, dot, stats and the
+// reducer read it through the host path, src/chunked): true for host memory this process can
+// read (every byte of the span) that kernels cannot read in place; false for memory they read in
+// place. A freed or stray pointer (CUDA has no allocation there and the process cannot read it)
+// is refused.
+bool check_input_or_host(const char* fn, const char* name, const void* p, std::uint64_t count, std::size_t unit_bytes,
+                         const char* unit, const device_context& dev);
+
 }  // namespace tally::core

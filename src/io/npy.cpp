@@ -1,5 +1,6 @@
 #include "io/npy.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -7,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <utility>
 
 namespace tally::io {
 namespace {
@@ -195,53 +197,122 @@ void check_input_file(const std::string& path) {
   if (::access(path.c_str(), R_OK) != 0) throw error("cannot read '" + path + "': " + std::strerror(errno));
 }
 
+loaded_array read_all(const array_file& f) {
+  loaded_array a{f.type(), f.count(), {}, f.shape(), f.fortran_order()};
+  a.bytes.resize(static_cast<std::size_t>(f.count() * dtype_size(f.type())));
+  f.read(a.bytes.data(), 0, f.count());
+  return a;
+}
+
+loaded_array read_npy(const std::string& path) { return read_all(open_npy(path)); }
+
+loaded_array read_raw(const std::string& path, dtype type) { return read_all(open_raw(path, type)); }
+
+array_file::array_file(const std::string& path, int fd, dtype type, std::uint64_t count,
+                       std::vector<std::uint64_t> shape, bool fortran_order, std::uint64_t data_offset)
+    : path_(path), fd_(fd), type_(type), count_(count), shape_(std::move(shape)), fortran_order_(fortran_order),
+      data_offset_(data_offset) {}
+
+array_file::~array_file() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+array_file::array_file(array_file&& o) noexcept
+    : path_(std::move(o.path_)), fd_(o.fd_), type_(o.type_), count_(o.count_), shape_(std::move(o.shape_)),
+      fortran_order_(o.fortran_order_), data_offset_(o.data_offset_) {
+  o.fd_ = -1;
+}
+
 namespace {
-std::vector<unsigned char> read_file(const std::string& path) {
+// Reads bytes [at, at + want) of fd into dst, naming path on failure.
+void pread_all(int fd, const std::string& path, unsigned char* dst, std::uint64_t want, std::uint64_t at,
+               std::uint64_t whole) {
+  std::uint64_t done = 0;
+  while (done < want) {
+    const std::size_t step = static_cast<std::size_t>(std::min<std::uint64_t>(want - done, std::uint64_t(1) << 30));
+    const ssize_t got = ::pread(fd, dst + done, step, static_cast<off_t>(at + done));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      throw error("'" + path + "': cannot read at byte " + std::to_string(at + done) + ": " + std::strerror(errno));
+    }
+    if (got == 0)
+      throw error("'" + path + "': the file ended at byte " + std::to_string(at + done) + ", before the " +
+                  std::to_string(whole) + " bytes it held when opened (was it truncated meanwhile?)");
+    done += static_cast<std::uint64_t>(got);
+  }
+}
+struct fd_guard {
+  int fd;
+  ~fd_guard() {
+    if (fd >= 0) ::close(fd);
+  }
+  int release() { return std::exchange(fd, -1); }
+};
+}  // namespace
+
+void array_file::read(void* dst, std::uint64_t first, std::uint64_t count) const {
+  const std::size_t es = dtype_size(type_);
+  pread_all(fd_, path_, static_cast<unsigned char*>(dst), count * es, data_offset_ + first * es,
+            data_offset_ + count_ * es);
+}
+
+namespace {
+// Opens path for reading (after check_input_file's refusals) and gives its size.
+int open_for_stream(const std::string& path, std::uint64_t& size) {
   check_input_file(path);
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  if (!f) throw error("cannot open '" + path + "': " + std::strerror(errno));
-  const std::streamoff size = f.tellg();
-  if (size < 0) throw error("cannot read the size of '" + path + "'");
-  std::vector<unsigned char> buf(static_cast<std::size_t>(size));
-  f.seekg(0);
-  if (size > 0 && !f.read(reinterpret_cast<char*>(buf.data()), size))
-    throw error("reading '" + path + "' failed");
-  return buf;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw error("'" + path + "': cannot open: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    throw error("'" + path + "': cannot stat: " + std::strerror(e));
+  }
+  size = static_cast<std::uint64_t>(st.st_size);
+  return fd;
 }
 }  // namespace
 
-loaded_array read_npy(const std::string& path) {
-  std::vector<unsigned char> buf = read_file(path);
+array_file open_npy(const std::string& path) {
+  std::uint64_t size = 0;
+  fd_guard fd{open_for_stream(path, size)};
+  // The preamble (magic, version, header length: 2 bytes in version 1, 4 in versions 2 and 3),
+  // then the whole header.
+  std::vector<unsigned char> head(static_cast<std::size_t>(std::min<std::uint64_t>(size, 12)));
+  pread_all(fd.fd, path, head.data(), head.size(), 0, size);
+  if (head.size() >= 12) {
+    const std::uint64_t len = head[6] == 1 ? 10u + (head[8] | head[9] << 8)
+                                           : 12u + (head[8] | head[9] << 8 | std::uint64_t(head[10]) << 16 |
+                                                    std::uint64_t(head[11]) << 24);
+    head.resize(static_cast<std::size_t>(std::min<std::uint64_t>(size, len)));
+    pread_all(fd.fd, path, head.data(), head.size(), 0, size);
+  }
   npy_header h;
   try {
-    h = parse_npy_header(buf.data(), buf.size());
+    h = parse_npy_header(head.data(), head.size());
   } catch (const error& e) {
     throw error("'" + path + "': " + e.what());
   }
   const std::size_t es = dtype_size(h.type);
-  const std::size_t have = buf.size() - h.data_offset;
+  const std::uint64_t have = size - h.data_offset;
   if (h.count > (UINT64_MAX / es) || h.count * es > have)
-    throw error("'" + path + "': npy: truncated: the header promises " + std::to_string(h.count) +
-                " elements (" + std::to_string(h.count * es) + " bytes) but only " +
-                std::to_string(have) + " bytes of data follow");
+    throw error("'" + path + "': npy: truncated: the header promises " + std::to_string(h.count) + " elements (" +
+                std::to_string(h.count * es) + " bytes) but only " + std::to_string(have) + " bytes of data follow");
   if (h.count * es < have)
-    throw error("'" + path + "': npy: malformed: " + std::to_string(have - h.count * es) +
-                " bytes follow the " + std::to_string(h.count) + " elements the header declares");
-  loaded_array a{h.type, h.count, {}, h.shape, h.fortran_order};
-  a.bytes.assign(buf.begin() + static_cast<std::ptrdiff_t>(h.data_offset), buf.end());
-  return a;
+    throw error("'" + path + "': npy: malformed: " + std::to_string(have - h.count * es) + " bytes follow the " +
+                std::to_string(h.count) + " elements the header declares");
+  return array_file(path, fd.release(), h.type, h.count, h.shape, h.fortran_order, h.data_offset);
 }
 
-loaded_array read_raw(const std::string& path, dtype type) {
-  std::vector<unsigned char> buf = read_file(path);
+array_file open_raw(const std::string& path, dtype type) {
+  std::uint64_t size = 0;
+  fd_guard fd{open_for_stream(path, size)};
   const std::size_t es = dtype_size(type);
   if (es == 0) throw error("raw: unknown dtype");
-  if (buf.size() % es != 0)
-    throw error("'" + path + "': raw: the file's " + std::to_string(buf.size()) +
-                " bytes are not a whole number of " + to_string(type) + " elements (" +
-                std::to_string(es) + " bytes each): truncated or the wrong --dtype");
-  const std::uint64_t count = buf.size() / es;
-  return {type, count, std::move(buf), {count}, false};
+  if (size % es != 0)
+    throw error("'" + path + "': raw: the file's " + std::to_string(size) + " bytes are not a whole number of " +
+                to_string(type) + " elements (" + std::to_string(es) + " bytes each): truncated or the wrong --dtype");
+  return array_file(path, fd.release(), type, size / es, {size / es}, false, 0);
 }
 
 }  // namespace tally::io

@@ -50,6 +50,43 @@ struct loaded_array {
 // directory, a FIFO, socket or device, or one without read permission each say so by name.
 void check_input_file(const std::string& path);
 
+// An array in a file, opened to be read in pieces (the header read and checked against the file's
+// size, the data not read): `tally reduce`, `stats` and `dot` stream it through a tally::reducer,
+// so a file larger than host or GPU memory reduces. read() may be called from several threads.
+class array_file {
+ public:
+  array_file(const std::string& path, int fd, dtype type, std::uint64_t count, std::vector<std::uint64_t> shape,
+             bool fortran_order, std::uint64_t data_offset);
+  ~array_file();
+  array_file(array_file&& o) noexcept;
+  array_file& operator=(array_file&&) = delete;
+  array_file(const array_file&) = delete;
+  array_file& operator=(const array_file&) = delete;
+
+  const std::string& path() const noexcept { return path_; }
+  dtype type() const noexcept { return type_; }
+  std::uint64_t count() const noexcept { return count_; }
+  const std::vector<std::uint64_t>& shape() const noexcept { return shape_; }
+  bool fortran_order() const noexcept { return fortran_order_; }
+  // Elements [first, first + count) into dst; throws naming the file if it cannot be read or has
+  // become shorter since it was opened.
+  void read(void* dst, std::uint64_t first, std::uint64_t count) const;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  dtype type_;
+  std::uint64_t count_ = 0;
+  std::vector<std::uint64_t> shape_;
+  bool fortran_order_ = false;
+  std::uint64_t data_offset_ = 0;
+};
+// A .npy file (its size must match the header exactly) or a raw file of `type` elements.
+array_file open_npy(const std::string& path);
+array_file open_raw(const std::string& path, dtype type);
+
+// All of an opened file in host memory.
+loaded_array read_all(const array_file& f);
 // Reads a whole .npy file, checking that the data is exactly as long as the header says.
 loaded_array read_npy(const std::string& path);
 // Reads a raw little-endian file of `type` elements; its size must be a whole number of them.

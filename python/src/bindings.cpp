@@ -1,0 +1,256 @@
+// tally._tally: the Python package's native layer (nanobind). Thin: raw pointers (ints), dtype
+// and op names, and the C++ API's calls; the array protocols (DLPack, __cuda_array_interface__,
+// numpy), dtype mapping and argument checks live in python/tally/__init__.py. tally::error
+// becomes tally.TallyError (a RuntimeError).
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tally/tally.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+tally::dtype dtype_of(const std::string& name) {
+  const auto t = tally::parse_dtype(name);
+  if (!t) throw nb::value_error(("unknown tally dtype '" + name + "'").c_str());
+  return *t;
+}
+tally::op op_of(const std::string& name) {
+  const auto o = tally::parse_op(name);
+  if (!o) throw nb::value_error(("unknown op '" + name + "'").c_str());
+  return *o;
+}
+tally::options options_of(const std::string& nan, const std::string& mode) {
+  tally::options opt;
+  const auto p = tally::parse_nan_policy(nan);
+  if (!p) throw nb::value_error(("nan must be 'propagate' or 'ignore', not '" + nan + "'").c_str());
+  const auto m = tally::parse_accuracy(mode);
+  if (!m) throw nb::value_error(("mode must be 'fast', 'compensated' or 'exact', not '" + mode + "'").c_str());
+  opt.nan = *p;
+  opt.mode = *m;
+  return opt;
+}
+const void* ptr(std::uintptr_t p) { return reinterpret_cast<const void*>(p); }
+tally::stream_t stream_of(std::uintptr_t s) { return reinterpret_cast<tally::stream_t>(s); }
+
+// A host value as a Python number: exact integers, floats, bools.
+nb::object number(const tally::value& v) {
+  switch (v.type) {
+    case tally::dtype::b8: return nb::bool_(v.i != 0);
+    case tally::dtype::u8:
+    case tally::dtype::u16:
+    case tally::dtype::u32:
+    case tally::dtype::u64: return nb::int_(v.u);
+    case tally::dtype::f32:
+    case tally::dtype::f64: return nb::float_(v.f);
+    default: return nb::int_(v.i);
+  }
+}
+
+nb::dict stats_dict(const tally::stats& s) {
+  nb::dict d;
+  d["count"] = s.count;
+  d["sum"] = s.sum;
+  d["min"] = s.min;
+  d["max"] = s.max;
+  d["mean"] = s.mean;
+  d["m2"] = s.m2;
+  return d;
+}
+
+// Device memory owned by Python: results left on the GPU. Exported through DLPack (nanobind's
+// nb_ndarray) and __cuda_array_interface__ as `dtype` elements of `shape` with element strides
+// `strides` (argmin/argmax: the int64 indices of the 16-byte records, stride 2).
+class device_array {
+ public:
+  device_array(std::size_t bytes, int device) : device_(device), buf_(bytes == 0 ? 16 : bytes) {}
+  std::uintptr_t address() const { return reinterpret_cast<std::uintptr_t>(buf_.get()); }
+  std::size_t size() const { return buf_.size(); }
+  int device() const { return device_; }
+  nb::bytes to_host(std::size_t bytes) const {
+    std::string h(bytes, '\0');
+    if (bytes > 0) buf_.download(h.data(), bytes);
+    return nb::bytes(h.data(), h.size());
+  }
+
+ private:
+  int device_;
+  tally::device_buffer buf_;
+};
+
+}  // namespace
+
+NB_MODULE(_tally, m) {
+  m.doc() = "tally's native layer; use the tally package";
+  nb::exception<tally::error>(m, "TallyError", PyExc_RuntimeError);
+
+  m.def("device_count", &tally::device_count);
+  m.def("dtype_size", [](const std::string& t) { return tally::dtype_size(dtype_of(t)); });
+  m.def("result_dtype", [](const std::string& t, const std::string& o) {
+    return std::string(tally::to_string(tally::result_dtype(dtype_of(t), op_of(o))));
+  });
+  m.def("result_bytes", [](const std::string& t, const std::string& o) { return tally::result_bytes(dtype_of(t), op_of(o)); });
+  m.def("dot_result_dtype", [](const std::string& t) { return std::string(tally::to_string(tally::dot_result_dtype(dtype_of(t)))); });
+  m.def("why_unsupported", [](const std::string& t, const std::string& o, const std::string& nan, const std::string& mode) {
+    return tally::why_unsupported(dtype_of(t), op_of(o), options_of(nan, mode));
+  });
+
+  m.def(
+      "reduce_value",
+      [](std::uintptr_t p, std::uint64_t n, const std::string& t, const std::string& o, const std::string& nan,
+         const std::string& mode, std::uintptr_t stream) {
+        tally::value v;
+        {
+          nb::gil_scoped_release unlocked;
+          v = tally::reduce_value(ptr(p), n, dtype_of(t), op_of(o), stream_of(stream), options_of(nan, mode));
+        }
+        return nb::make_tuple(number(v), v.index);
+      },
+      "p"_a, "n"_a, "dtype"_a, "op"_a, "nan"_a = "propagate", "mode"_a = "fast", "stream"_a = 0);
+  m.def(
+      "reduce",
+      [](std::uintptr_t p, std::uint64_t n, const std::string& t, const std::string& o, std::uintptr_t out,
+         const std::string& nan, const std::string& mode, std::uintptr_t stream) {
+        const tally::options opt = options_of(nan, mode);
+        nb::gil_scoped_release unlocked;
+        tally::reduce(ptr(p), n, dtype_of(t), op_of(o), reinterpret_cast<void*>(out), stream_of(stream), opt);
+      },
+      "p"_a, "n"_a, "dtype"_a, "op"_a, "out"_a, "nan"_a = "propagate", "mode"_a = "fast", "stream"_a = 0);
+  m.def(
+      "dot_value",
+      [](std::uintptr_t x, std::uintptr_t y, std::uint64_t n, const std::string& t, const std::string& mode,
+         std::uintptr_t stream) {
+        const tally::options opt = options_of("propagate", mode);
+        tally::value v;
+        {
+          nb::gil_scoped_release unlocked;
+          v = tally::dot_value(ptr(x), ptr(y), n, dtype_of(t), stream_of(stream), opt);
+        }
+        return number(v);
+      },
+      "x"_a, "y"_a, "n"_a, "dtype"_a, "mode"_a = "fast", "stream"_a = 0);
+  m.def(
+      "dot",
+      [](std::uintptr_t x, std::uintptr_t y, std::uint64_t n, const std::string& t, std::uintptr_t out,
+         const std::string& mode, std::uintptr_t stream) {
+        const tally::options opt = options_of("propagate", mode);
+        nb::gil_scoped_release unlocked;
+        tally::dot(ptr(x), ptr(y), n, dtype_of(t), reinterpret_cast<void*>(out), stream_of(stream), opt);
+      },
+      "x"_a, "y"_a, "n"_a, "dtype"_a, "out"_a, "mode"_a = "fast", "stream"_a = 0);
+  m.def(
+      "stats_value",
+      [](std::uintptr_t p, std::uint64_t n, const std::string& t, const std::string& nan, std::uintptr_t stream) {
+        const tally::options opt = options_of(nan, "fast");
+        tally::stats s;
+        {
+          nb::gil_scoped_release unlocked;
+          s = tally::stats_value(ptr(p), n, dtype_of(t), stream_of(stream), opt);
+        }
+        return stats_dict(s);
+      },
+      "p"_a, "n"_a, "dtype"_a, "nan"_a = "propagate", "stream"_a = 0);
+  m.def(
+      "reduce_axis",
+      [](std::uintptr_t p, const std::vector<std::uint64_t>& dims, int axis, int count, const std::string& t,
+         const std::string& o, std::uintptr_t out, const std::string& nan, const std::string& mode,
+         std::uintptr_t stream) {
+        const tally::options opt = options_of(nan, mode);
+        nb::gil_scoped_release unlocked;
+        tally::reduce_axis(ptr(p), dims.data(), static_cast<int>(dims.size()), axis, count, dtype_of(t), op_of(o),
+                           reinterpret_cast<void*>(out), stream_of(stream), opt);
+      },
+      "p"_a, "dims"_a, "axis"_a, "count"_a, "dtype"_a, "op"_a, "out"_a, "nan"_a = "propagate", "mode"_a = "fast",
+      "stream"_a = 0);
+  m.def(
+      "stats_axis",
+      [](std::uintptr_t p, const std::vector<std::uint64_t>& dims, int axis, int count, const std::string& t,
+         std::uintptr_t out, const std::string& nan, std::uintptr_t stream) {
+        const tally::options opt = options_of(nan, "fast");
+        nb::gil_scoped_release unlocked;
+        tally::stats_axis(ptr(p), dims.data(), static_cast<int>(dims.size()), axis, count, dtype_of(t),
+                          reinterpret_cast<void*>(out), stream_of(stream), opt);
+      },
+      "p"_a, "dims"_a, "axis"_a, "count"_a, "dtype"_a, "out"_a, "nan"_a = "propagate", "stream"_a = 0);
+  // The results of count reductions at d (as reduce writes them) decoded on the host.
+  m.def(
+      "results_to_host",
+      [](std::uintptr_t d, std::uint64_t count, const std::string& t, const std::string& o, std::uintptr_t stream) {
+        std::vector<tally::value> vs;
+        {
+          nb::gil_scoped_release unlocked;
+          vs = tally::results_to_values(ptr(d), count, dtype_of(t), op_of(o), stream_of(stream));
+        }
+        nb::list values, indices;
+        for (const tally::value& v : vs) values.append(number(v)), indices.append(v.index);
+        return nb::make_tuple(values, indices);
+      },
+      "d"_a, "count"_a, "dtype"_a, "op"_a, "stream"_a = 0);
+  m.def(
+      "stats_to_host",
+      [](std::uintptr_t d, std::uint64_t count, std::uintptr_t stream) {
+        std::vector<tally::stats> ss;
+        {
+          nb::gil_scoped_release unlocked;
+          ss = tally::stats_to_host(ptr(d), count, stream_of(stream));
+        }
+        nb::list out;
+        for (const tally::stats& s : ss) out.append(stats_dict(s));
+        return out;
+      },
+      "d"_a, "count"_a, "stream"_a = 0);
+  // Makes `consumer` wait for the work enqueued so far on `producer` (the CUDA array interface's
+  // stream handshake); 0 is the legacy default stream.
+  m.def("stream_wait", [](std::uintptr_t producer, std::uintptr_t consumer) {
+    if (producer == consumer) return;
+    cudaEvent_t e = nullptr;
+    auto ok = [](cudaError_t r, const char* what) {
+      if (r != cudaSuccess) throw tally::error(std::string("tally: ") + what + " failed: " + cudaGetErrorString(r));
+    };
+    ok(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    const cudaError_t r1 = cudaEventRecord(e, reinterpret_cast<cudaStream_t>(producer));
+    const cudaError_t r2 = r1 == cudaSuccess ? cudaStreamWaitEvent(reinterpret_cast<cudaStream_t>(consumer), e, 0) : r1;
+    cudaEventDestroy(e);
+    ok(r2, "making tally's stream wait for the producer's (cudaEventRecord / cudaStreamWaitEvent)");
+  });
+  m.def("current_device", [] {
+    int d = 0;
+    if (cudaGetDevice(&d) != cudaSuccess) (void)cudaGetLastError();
+    return d;
+  });
+
+  nb::class_<device_array>(m, "DeviceBuffer")
+      .def(nb::init<std::size_t, int>(), "bytes"_a, "device"_a = 0)
+      .def_prop_ro("address", &device_array::address)
+      .def_prop_ro("size", &device_array::size)
+      .def_prop_ro("device", &device_array::device)
+      .def("to_host", &device_array::to_host, "bytes"_a)
+      // A DLPack-capable view of elements of `dtype` (a numpy-style code: 'f4', 'i8', ...).
+      .def(
+          "view",
+          [](nb::handle self, const std::vector<std::size_t>& shape, const std::vector<std::int64_t>& strides,
+             const std::string& code) {
+            const device_array& a = nb::cast<const device_array&>(self);
+            nb::dlpack::dtype dt{};
+            const char kind = code.at(0);
+            dt.code = static_cast<std::uint8_t>(kind == 'f'   ? nb::dlpack::dtype_code::Float
+                                                : kind == 'i' ? nb::dlpack::dtype_code::Int
+                                                : kind == 'u' ? nb::dlpack::dtype_code::UInt
+                                                              : nb::dlpack::dtype_code::Bool);
+            dt.bits = static_cast<std::uint8_t>(8 * std::stoi(code.substr(1)));
+            dt.lanes = 1;
+            return nb::ndarray<>(reinterpret_cast<void*>(a.address()), shape.size(), shape.data(), self,
+                                 strides.data(), dt, nb::device::cuda::value, a.device());
+          },
+          "shape"_a, "strides"_a, "code"_a);
+}

@@ -1,0 +1,453 @@
+"""tally from Python: fast, correct reductions of CuPy, PyTorch, Numba, JAX and NumPy arrays.
+
+    import tally, torch
+    t = torch.rand(1 << 20, device="cuda")
+    s = tally.sum(t)            # a 0-d result left on the GPU (no synchronisation)
+    float(s)                    # its value (waits for it)
+    tally.sum(t, mode="exact").item()
+    tally.max(t, axis=0)        # along an axis: an array of results on the GPU
+    torch.from_dlpack(tally.sum(t, axis=1))   # results go to any framework without a copy
+    tally.sum(numpy_array)      # host arrays: streamed through pinned staging, a Python number
+
+Inputs are read in place through DLPack (``__dlpack__``: PyTorch, CuPy, JAX, NumPy) or the CUDA
+array interface (``__cuda_array_interface__``: Numba, CuPy, PyTorch), on the producer's stream
+unless ``stream=`` names one; they must be C-contiguous. Device inputs give ``tally.Result``
+objects on the device (DLPack and CUDA-array-interface exporters with ``.item()``, ``float()``,
+``int()``, ``.numpy()``); host inputs (NumPy, or anything on the CPU) give Python numbers or NumPy
+arrays. The ``*_value`` forms (``tally.sum_value`` ...) always return host values.
+"""
+from __future__ import annotations
+
+import builtins as _builtins
+import ctypes
+
+from . import _tally
+from ._tally import TallyError
+
+__all__ = [
+    "TallyError", "Result", "reduce", "sum", "prod", "min", "max", "argmin", "argmax", "mean", "norm",
+    "sum_sq", "any", "all", "bit_and", "bit_or", "bit_xor", "dot", "stats", "reduce_value", "sum_value",
+    "device_count", "tally_dtype",
+]
+
+_OPS = {"sum", "prod", "min", "max", "bit_and", "bit_or", "bit_xor", "all", "any", "argmin", "argmax",
+        "sum_sq", "norm2", "mean"}
+
+# ---- dtypes -----------------------------------------------------------------------------------
+# numpy-style type codes (kind + bytes) to tally's names, and back.
+_FROM_CODE = {"b1": "b8", "i1": "i8", "u1": "u8", "i2": "i16", "u2": "u16", "i4": "i32", "u4": "u32",
+              "i8": "i64", "u8": "u64", "f2": "f16", "f4": "f32", "f8": "f64", "bf2": "bf16"}
+_TO_CODE = {v: k for k, v in _FROM_CODE.items()}
+# DLPack type codes: kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4, kDLComplex 5, kDLBool 6.
+_DL_KIND = {0: "i", 1: "u", 2: "f", 4: "bf", 6: "b"}
+
+
+def tally_dtype(code: str) -> str:
+    """tally's dtype name for a numpy-style type code ('<f4', '|b1', 'bf2'); TypeError if none."""
+    c = code.lstrip("<>|=")
+    if code[:1] == ">" and c[1:] != "1":
+        raise TypeError(f"big-endian data ({code}) is not supported")
+    if c not in _FROM_CODE:
+        raise TypeError(f"tally does not reduce arrays of type {code!r} "
+                        "(bool, int8..int64, uint8..uint64, float16, bfloat16, float32, float64)")
+    return _FROM_CODE[c]
+
+
+# ---- the array protocols -----------------------------------------------------------------------
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class _DLManagedTensor(ctypes.Structure):
+    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+
+
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_kDLCPU, _kDLCUDA, _kDLCUDAHost, _kDLCUDAManaged = 1, 2, 3, 13
+
+
+class _Array:
+    """What tally needs of an input: address, shape, dtype, where it lives, the stream to use."""
+
+    def __init__(self, address, shape, dtype, device, stream, keep):
+        self.address, self.shape, self.dtype = address, tuple(shape), dtype
+        self.device, self.stream, self.keep = device, stream, keep  # device: "cuda" | "cpu"
+        n = 1
+        for d in self.shape:
+            n *= d
+        self.n = n
+
+
+def _contiguous(shape, strides, itemsize, what):
+    """strides in elements (None: C order); ValueError unless C-contiguous."""
+    if strides is None:
+        return
+    expect = 1
+    for d, s in zip(reversed(shape), reversed(strides)):
+        if d != 1 and s != expect:
+            raise ValueError(f"{what}: the array is not C-contiguous (shape {tuple(shape)}, strides "
+                             f"{tuple(strides)} elements); pass a contiguous copy")
+        expect *= d
+
+
+def _stream_arg(stream):
+    """A stream given by the caller: an int handle, or an object with .cuda_stream / .ptr / .handle."""
+    if stream is None:
+        return None
+    if isinstance(stream, int):
+        return stream
+    for attr in ("cuda_stream", "ptr", "handle"):
+        v = getattr(stream, attr, None)
+        if isinstance(v, int):
+            return v
+    raise TypeError(f"stream= takes an int handle or a stream object (torch, cupy, numba), not {type(stream).__name__}")
+
+
+def _from_interface(obj, cai, device, stream):
+    data = cai.get("data")
+    if not data:
+        raise TypeError(f"{type(obj).__name__}: the array interface has no data pointer")
+    shape = tuple(int(d) for d in cai["shape"])
+    dtype = tally_dtype(cai["typestr"])
+    itemsize = _tally.dtype_size(dtype)
+    strides = cai.get("strides")
+    if strides is not None:
+        if _builtins.any(s % itemsize for s in strides):
+            raise ValueError(f"{type(obj).__name__}: strides {strides} are not whole elements")
+        strides = [s // itemsize for s in strides]
+    _contiguous(shape, strides, itemsize, type(obj).__name__)
+    if device == "cuda":
+        # The CUDA array interface (v3): the producer's stream, which tally's must wait for.
+        producer = cai.get("stream")
+        use = 0 if stream is None else stream
+        if producer is not None and producer != use:
+            _tally.stream_wait(1 if producer == 1 else (0 if producer == 2 else producer), use)
+        stream = use
+    return _Array(int(data[0]), shape, dtype, device, stream or 0, obj)
+
+
+def _from_dlpack(obj, stream):
+    dev_type, dev_id = obj.__dlpack_device__()
+    device = "cuda" if dev_type in (_kDLCUDA, _kDLCUDAManaged) else "cpu"
+    if device == "cuda":
+        # The consumer names its stream; the producer orders its work before it. tally's default is
+        # the legacy default stream (1 in the DLPack convention).
+        s = 1 if not stream else stream
+        capsule = obj.__dlpack__(stream=s)
+    else:
+        capsule = obj.__dlpack__()
+    p = _capsule_pointer(capsule, b"dltensor")
+    t = _DLManagedTensor.from_address(p).dl_tensor
+    kind = _DL_KIND.get(t.dtype.code)
+    if kind is None or t.dtype.lanes != 1:
+        raise TypeError(f"{type(obj).__name__}: DLPack type code {t.dtype.code} (bits {t.dtype.bits}, lanes "
+                        f"{t.dtype.lanes}) is not a type tally reduces")
+    dtype = tally_dtype(f"{kind}{t.dtype.bits // 8}")
+    shape = tuple(t.shape[k] for k in range(t.ndim))
+    strides = None if not t.strides else [t.strides[k] for k in range(t.ndim)]
+    _contiguous(shape, strides, 0, type(obj).__name__)
+    # The capsule keeps the producer's memory alive while tally reads it.
+    return _Array((t.data or 0) + t.byte_offset, shape, dtype, device, stream or 0, (obj, capsule))
+
+
+def _as_array(x, stream=None):
+    stream = _stream_arg(stream)
+    # NumPy (host) by its array interface; device arrays by DLPack where they have it (every dtype,
+    # bfloat16 included, and the stream handshake), else by the CUDA array interface (Numba).
+    if hasattr(x, "__array_interface__"):
+        return _from_interface(x, x.__array_interface__, "cpu", stream)
+    if hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__"):
+        return _from_dlpack(x, stream)
+    if hasattr(x, "__cuda_array_interface__"):
+        return _from_interface(x, x.__cuda_array_interface__, "cuda", stream)
+    raise TypeError(f"tally reduces arrays with __dlpack__, __cuda_array_interface__ or __array_interface__ "
+                    f"(CuPy, PyTorch, Numba, JAX, NumPy), not {type(x).__name__}")
+
+
+# ---- results -------------------------------------------------------------------------------------
+class Result:
+    """Results left on the GPU: DLPack (``__dlpack__``) and ``__cuda_array_interface__`` exporter,
+    with ``.item()``, ``float()``, ``int()``, ``bool()`` and ``.numpy()`` to read them (blocking).
+    argmin/argmax results export their int64 indices (``.values()`` gives the extreme values)."""
+
+    def __init__(self, shape, dtype, op, stream):
+        self.shape, self._dtype, self._op, self._stream = tuple(shape), dtype, op, stream
+        n = 1
+        for d in self.shape:
+            n *= d
+        self._count = n
+        self._stats = op == "stats"
+        self._arg = op in ("argmin", "argmax")
+        self._rtype = "f64" if self._stats else _tally.result_dtype(dtype, op) if op != "dot" else _tally.dot_result_dtype(dtype)
+        unit = 48 if self._stats else (16 if self._arg else _tally.dtype_size(self._rtype))
+        self._buffer = _tally.DeviceBuffer(unit * max(n, 1), _tally.current_device())
+
+    @property
+    def address(self):
+        return self._buffer.address
+
+    @property
+    def dtype(self):
+        return "i64" if self._arg else self._rtype
+
+    def _view(self):
+        if self._stats:
+            raise TypeError("stats results are records: read them with .item() / .tolist()")
+        strides = []
+        step = 2 if self._arg else 1
+        for k in range(len(self.shape)):
+            s = step
+            for d in self.shape[k + 1:]:
+                s *= d
+            strides.append(s)
+        return self._buffer.view(list(self.shape), strides, _TO_CODE[self.dtype])
+
+    def __dlpack__(self, stream=None, **kwargs):
+        if stream is not None and stream != -1:
+            _tally.stream_wait(self._stream, 0 if stream in (1, 2) else stream)
+        return self._view().__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return (_kDLCUDA, self._buffer.device)
+
+    @property
+    def __cuda_array_interface__(self):
+        itemsize = 8 if self._arg else _tally.dtype_size(self._rtype)
+        code = _TO_CODE[self.dtype]
+        strides = None
+        if self._arg:
+            strides = tuple(16 * (self._count // _builtins.max(1, _prod(self.shape[:k + 1]))) for k in range(len(self.shape)))
+        return {"shape": self.shape, "typestr": "<" + code if code != "b1" else "|b1", "data": (self.address, False),
+                "version": 3, "strides": strides, "stream": self._stream or 1, "itemsize": itemsize}
+
+    def tolist(self):
+        if self._stats:
+            out = _tally.stats_to_host(self.address, self._count, self._stream)
+            return _shape_list(out, self.shape)
+        op = "argmax" if self._arg else self._op if self._op != "dot" else "sum"
+        dtype = self._dtype if self._op != "dot" else self._rtype
+        values, indices = _tally.results_to_host(self.address, self._count, dtype, op, self._stream)
+        return _shape_list(indices if self._arg else values, self.shape)
+
+    def values(self):
+        """argmin/argmax: the extreme values (with the indices, .tolist() / .item())."""
+        values, _ = _tally.results_to_host(self.address, self._count, self._dtype, self._op, self._stream)
+        return _shape_list(values, self.shape)
+
+    def item(self):
+        if self._count != 1:
+            raise ValueError(f"item() of {self._count} results: use tolist()")
+        v = self.tolist()
+        while isinstance(v, list):
+            v = v[0]
+        return v
+
+    def numpy(self):
+        import numpy as np
+        return np.asarray(self.tolist())
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __bool__(self):
+        return bool(self.item())
+
+    def __repr__(self):
+        return f"tally.Result(shape={self.shape}, dtype={self.dtype}, op={self._op})"
+
+
+def _prod(xs):
+    p = 1
+    for x in xs:
+        p *= x
+    return p
+
+
+def _shape_list(flat, shape):
+    if not shape:
+        return flat[0]
+    out = list(flat)
+    for d in reversed(shape[1:]):
+        out = [out[i:i + d] for i in range(0, len(out), d)]
+    return out
+
+
+# ---- the reductions ---------------------------------------------------------------------------------
+# (sum, min, max, any and all below shadow the builtins in this module: internal code uses
+# _builtins.)
+def _axes(axis, ndim, what):
+    """The reduced axes as (first, count), adjacent, in range; None: all."""
+    if axis is None:
+        return None
+    if isinstance(axis, int):
+        axes = [axis]
+    elif isinstance(axis, (tuple, list)):
+        axes = list(axis)
+    else:
+        raise TypeError(f"{what}: axis must be an int or a tuple of ints, not {type(axis).__name__}")
+    if not axes:
+        raise ValueError(f"{what}: axis=() reduces nothing")
+    norm = []
+    for a in axes:
+        if not isinstance(a, int):
+            raise TypeError(f"{what}: axis must be an int or a tuple of ints, not {type(a).__name__}")
+        if a < -ndim or a >= ndim:
+            raise ValueError(f"{what}: axis {a} is out of range for an array of {ndim} dimensions")
+        norm.append(a % ndim)
+    norm.sort()
+    if len(set(norm)) != len(norm):
+        raise ValueError(f"{what}: axis {tuple(axes)} repeats an axis")
+    if norm != list(range(norm[0], norm[0] + len(norm))):
+        raise ValueError(f"{what}: the axes {tuple(axes)} are not adjacent (tally reduces adjacent axes at once)")
+    if len(norm) == ndim:
+        return None
+    return norm[0], len(norm)
+
+
+def _check_op(a, op, nan, mode, what):
+    if op not in _OPS:
+        raise ValueError(f"{what}: unknown op {op!r} ({', '.join(sorted(_OPS))})")
+    if nan not in ("propagate", "ignore"):
+        raise ValueError(f"{what}: nan must be 'propagate' or 'ignore', not {nan!r}")
+    if mode not in ("fast", "compensated", "exact"):
+        raise ValueError(f"{what}: mode must be 'fast', 'compensated' or 'exact', not {mode!r}")
+    why = _tally.why_unsupported(a.dtype, op, nan, mode)
+    if why:
+        raise ValueError(f"{what}: {why}")
+
+
+def reduce(x, op="sum", axis=None, *, nan="propagate", mode="fast", stream=None, out=None):
+    """Reduce x with op ('sum', 'max', 'argmax', ...) over all of it or along axis (an int or a tuple
+    of adjacent ints). Device inputs: a Result on the device (or written into out, a Result from
+    an earlier call). Host inputs: a Python number (or a NumPy array along an axis)."""
+    a = _as_array(x, stream)
+    _check_op(a, op, nan, mode, f"tally.{op}")
+    ax = _axes(axis, len(a.shape), f"tally.{op}")
+    if a.device == "cpu":
+        if ax is None:
+            v, index = _tally.reduce_value(a.address, a.n, a.dtype, op, nan, mode, 0)
+            return index if op in ("argmin", "argmax") else v
+        res = _reduce_device(a, op, ax, nan, mode, None)
+        return res.numpy()
+    return _reduce_device(a, op, ax, nan, mode, out)
+
+
+def _reduce_device(a, op, ax, nan, mode, out):
+    shape = () if ax is None else a.shape[:ax[0]] + a.shape[ax[0] + ax[1]:]
+    res = out if out is not None else Result(shape, a.dtype, op, a.stream)
+    if out is not None and (out.shape != shape or out._op != op or out._dtype != a.dtype):
+        raise ValueError(f"tally.{op}: out holds {out.shape} {out._op} results of {out._dtype}, this call gives "
+                         f"{shape} {op} results of {a.dtype}")
+    if ax is None:
+        _tally.reduce(a.address, a.n, a.dtype, op, res.address, nan, mode, a.stream)
+    else:
+        _tally.reduce_axis(a.address, list(a.shape) or [1], ax[0], ax[1], a.dtype, op, res.address, nan, mode, a.stream)
+    res._keep = a.keep
+    return res
+
+
+def reduce_value(x, op="sum", *, nan="propagate", mode="fast", stream=None):
+    """The blocking form: the reduction of all of x as a Python number (argmin/argmax: the index)."""
+    a = _as_array(x, stream)
+    _check_op(a, op, nan, mode, f"tally.{op}")
+    v, index = _tally.reduce_value(a.address, a.n, a.dtype, op, nan, mode, a.stream)
+    return index if op in ("argmin", "argmax") else v
+
+
+def _named(op, doc):
+    def f(x, axis=None, *, nan="propagate", mode="fast", stream=None, out=None):
+        return reduce(x, op, axis, nan=nan, mode=mode, stream=stream, out=out)
+    f.__name__ = op if op != "norm2" else "norm"
+    f.__doc__ = doc
+    return f
+
+
+sum = _named("sum", "Sum (integers exact modulo 2^64 in 64 bits; mode='compensated' or 'exact' for floats).")
+prod = _named("prod", "Product.")
+min = _named("min", "Minimum (nan='ignore' skips NaNs).")
+max = _named("max", "Maximum (nan='ignore' skips NaNs).")
+argmin = _named("argmin", "Index of the first minimum.")
+argmax = _named("argmax", "Index of the first maximum.")
+mean = _named("mean", "Mean (integers: exact 128-bit sum / n).")
+norm = _named("norm2", "Euclidean norm sqrt(sum x^2), free of overflow and underflow.")
+sum_sq = _named("sum_sq", "Sum of squares.")
+any = _named("any", "True if any element is nonzero.")
+all = _named("all", "True if every element is nonzero.")
+bit_and = _named("bit_and", "Bitwise and (integers).")
+bit_or = _named("bit_or", "Bitwise or (integers).")
+bit_xor = _named("bit_xor", "Bitwise xor (integers).")
+
+
+def sum_value(x, *, mode="fast", stream=None):
+    """The sum of all of x as a Python number (blocking)."""
+    return reduce_value(x, "sum", mode=mode, stream=stream)
+
+
+def dot(x, y, *, mode="fast", stream=None):
+    """sum(x * y) of two float vectors of one dtype and length: a Result for device inputs, a number
+    for host inputs."""
+    a, b = _as_array(x, stream), _as_array(y, stream)
+    if a.dtype != b.dtype:
+        raise TypeError(f"tally.dot: x is {a.dtype} and y is {b.dtype}: both must have one dtype")
+    if a.n != b.n:
+        raise ValueError(f"tally.dot: x has {a.n} elements and y {b.n}")
+    if a.dtype not in ("f16", "bf16", "f32", "f64"):
+        raise TypeError(f"tally.dot: dot needs float vectors (float16, bfloat16, float32, float64), not {a.dtype}")
+    if mode not in ("fast", "compensated", "exact"):
+        raise ValueError(f"tally.dot: mode must be 'fast', 'compensated' or 'exact', not {mode!r}")
+    if a.device == "cpu" or b.device == "cpu":
+        return _tally.dot_value(a.address, b.address, a.n, a.dtype, mode, a.stream)
+    res = Result((), a.dtype, "dot", a.stream)
+    _tally.dot(a.address, b.address, a.n, a.dtype, res.address, mode, a.stream)
+    res._keep = (a.keep, b.keep)
+    return res
+
+
+_STAT_FIELDS = ("count", "sum", "min", "max", "mean", "m2")
+
+
+def stats(x, axis=None, *, ddof=0, nan="propagate", stream=None):
+    """count, sum, min, max, mean, variance and std (with ddof) in one read, as a dict (along an
+    axis: a dict of lists)."""
+    a = _as_array(x, stream)
+    if a.dtype == "b8":
+        raise TypeError("tally.stats: stats need numbers, not bool")
+    if nan not in ("propagate", "ignore"):
+        raise ValueError(f"tally.stats: nan must be 'propagate' or 'ignore', not {nan!r}")
+    ax = _axes(axis, len(a.shape), "tally.stats")
+    if ax is None:
+        records = [_tally.stats_value(a.address, a.n, a.dtype, nan, a.stream)]
+        shape = ()
+    else:
+        shape = a.shape[:ax[0]] + a.shape[ax[0] + ax[1]:]
+        res = Result(shape, a.dtype, "stats", a.stream)
+        _tally.stats_axis(a.address, list(a.shape), ax[0], ax[1], a.dtype, res.address, nan, a.stream)
+        records = _tally.stats_to_host(res.address, _prod(shape), a.stream)
+    for r in records:
+        dof = r["count"] - ddof
+        r["variance"] = r["m2"] / dof if dof > 0 else float("nan")
+        r["std"] = r["variance"] ** 0.5 if dof > 0 else float("nan")
+    if not shape:
+        return records[0]
+    return {k: _shape_list([r[k] for r in records], shape) for k in records[0]}
+
+
+def device_count():
+    """Usable CUDA devices (0 without a GPU or driver)."""
+    return _tally.device_count()
+

@@ -1,0 +1,102 @@
+"""The Python package without a GPU: import, dtype mapping, argument errors (clear exceptions,
+never a crash)."""
+import numpy as np
+import pytest
+
+import tally
+
+
+def test_import_and_native_layer():
+    assert tally.TallyError is tally._tally.TallyError
+    assert issubclass(tally.TallyError, RuntimeError)
+    assert isinstance(tally.device_count(), int)
+    assert tally._tally.dtype_size("bf16") == 2
+    assert tally._tally.result_dtype("i32", "sum") == "i64"
+    assert tally._tally.result_dtype("f16", "max") == "f32"
+    assert tally._tally.result_bytes("f32", "argmax") == 16
+
+
+@pytest.mark.parametrize("np_type,name", [
+    (np.bool_, "b8"), (np.int8, "i8"), (np.uint8, "u8"), (np.int16, "i16"), (np.uint16, "u16"),
+    (np.int32, "i32"), (np.uint32, "u32"), (np.int64, "i64"), (np.uint64, "u64"),
+    (np.float16, "f16"), (np.float32, "f32"), (np.float64, "f64")])
+def test_numpy_dtypes_map_to_tally(np_type, name):
+    assert tally.tally_dtype(np.dtype(np_type).str) == name
+    a = tally._as_array(np.zeros(5, dtype=np_type))
+    assert (a.dtype, a.n, a.shape, a.device) == (name, 5, (5,), "cpu")
+
+
+def test_bfloat16_code_and_unsupported_types():
+    assert tally.tally_dtype("bf2") == "bf16"
+    for bad in (np.complex64, np.float128 if hasattr(np, "float128") else np.complex128, "U3"):
+        with pytest.raises(TypeError, match="does not reduce arrays of type|DLPack type code"):
+            tally._as_array(np.zeros(3, dtype=bad))
+    with pytest.raises(TypeError, match="big-endian"):
+        tally.tally_dtype(">f4")
+    with pytest.raises(TypeError, match="__dlpack__"):
+        tally.sum([1.0, 2.0])
+
+
+def test_non_contiguous_arrays_are_refused():
+    x = np.arange(20, dtype=np.float32)
+    with pytest.raises(ValueError, match="not C-contiguous"):
+        tally._as_array(x[::2])
+    with pytest.raises(ValueError, match="not C-contiguous"):
+        tally._as_array(np.zeros((4, 5), dtype=np.float32).T)
+    assert tally._as_array(np.zeros((4, 1, 5), dtype=np.float32)[:, :, :]).n == 20
+
+
+def test_argument_errors_name_the_problem():
+    x = np.ones(8, dtype=np.int32)
+    with pytest.raises(ValueError, match="unknown op"):
+        tally.reduce(x, "median")
+    with pytest.raises(ValueError, match="nan must be"):
+        tally.max(x, nan="skip")
+    with pytest.raises(ValueError, match="mode must be"):
+        tally.sum(x, mode="kahan")
+    with pytest.raises(ValueError, match="accuracy modes|mode"):
+        tally.sum(x, mode="exact")  # tally's own reason: modes are for floats
+    with pytest.raises(ValueError, match="ignore"):
+        tally.sum(np.ones(4, np.float32), nan="ignore")
+    with pytest.raises(ValueError, match="bit_xor|bitwise|float"):
+        tally.bit_xor(np.ones(4, np.float32))
+    y = np.ones((2, 3, 4), dtype=np.float32)
+    with pytest.raises(ValueError, match="out of range"):
+        tally.sum(y, axis=3)
+    with pytest.raises(ValueError, match="not adjacent"):
+        tally.sum(y, axis=(0, 2))
+    with pytest.raises(ValueError, match="repeats"):
+        tally.sum(y, axis=(1, -2))
+    with pytest.raises(TypeError, match="axis must be"):
+        tally.sum(y, axis=1.5)
+    with pytest.raises(TypeError, match="one dtype"):
+        tally.dot(np.ones(3, np.float32), np.ones(3, np.float64))
+    with pytest.raises(ValueError, match="elements"):
+        tally.dot(np.ones(3, np.float32), np.ones(4, np.float32))
+    with pytest.raises(TypeError, match="float vectors"):
+        tally.dot(np.ones(3, np.int32), np.ones(3, np.int32))
+    with pytest.raises(TypeError, match="stream="):
+        tally.sum(x, stream="default")
+
+
+def test_axes_are_normalised_like_numpy():
+    assert tally._axes(None, 3, "t") is None
+    assert tally._axes(-1, 3, "t") == (2, 1)
+    assert tally._axes((2, 1), 3, "t") == (1, 2)
+    assert tally._axes((0, 1, 2), 3, "t") is None  # every axis: the whole array
+
+
+@pytest.mark.skipif(tally.device_count() > 0, reason="checks the message given without a GPU")
+def test_without_a_gpu_the_error_says_so():
+    with pytest.raises(tally.TallyError, match="no CUDA GPU"):
+        tally.sum(np.ones(10, np.float32))
+
+
+def test_python_m_tally_runs_the_lab_catalogue():
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-m", "tally", "lab", "list"], capture_output=True, text=True)
+    if p.returncode == 2 and "not found" in p.stderr:
+        pytest.skip("no tally command beside the package or on PATH")
+    assert p.returncode == 0, p.stderr
+    assert "cuda-1" in p.stdout and "hip-1" in p.stdout

@@ -1,0 +1,132 @@
+"""The Python package on a GPU, against numpy: torch, cupy, numba and numpy inputs, every op family,
+axes, dot, stats, results through DLPack and the CUDA array interface, streams."""
+import math
+
+import numpy as np
+import pytest
+
+import tally
+
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+try:
+    import cupy
+except ImportError:  # pragma: no cover
+    cupy = None
+try:
+    from numba import cuda as numba_cuda
+except ImportError:  # pragma: no cover
+    numba_cuda = None
+
+RNG = np.random.default_rng(20261123)
+DTYPES = [np.int8, np.uint8, np.int16, np.int32, np.uint32, np.int64, np.uint64, np.float16, np.float32, np.float64]
+
+
+def host_data(dt, n):
+    if np.issubdtype(dt, np.floating):
+        return RNG.uniform(-1, 1, n).astype(dt)
+    info = np.iinfo(dt)
+    return RNG.integers(max(info.min, -1000), min(info.max, 1000), n, dtype=dt, endpoint=True)
+
+
+def makers():
+    out = [("numpy", lambda a: a)]
+    if torch is not None and torch.cuda.is_available():
+        out.append(("torch", lambda a: torch.from_numpy(a).cuda()))
+    if cupy is not None:
+        out.append(("cupy", lambda a: cupy.asarray(a)))
+    if numba_cuda is not None and numba_cuda.is_available():
+        out.append(("numba", lambda a: numba_cuda.to_device(a)))
+    return out
+
+
+def value(r):
+    return r.item() if isinstance(r, tally.Result) else r
+
+
+def reference(a, op):
+    if op == "sum":
+        return a.astype(np.float64).sum() if a.dtype.kind == "f" else int(a.astype(np.int64 if a.dtype.kind == "i" else np.uint64).sum())
+    if op == "argmax":
+        return int(np.argmax(a))
+    if op == "argmin":
+        return int(np.argmin(a))
+    if op == "mean":
+        return float(a.astype(np.float64).mean())
+    return getattr(np, op)(a)
+
+
+@pytest.mark.parametrize("name,make", makers())
+@pytest.mark.parametrize("dt", DTYPES)
+def test_whole_array_ops_match_numpy(name, make, dt):
+    a = host_data(dt, 100_003)
+    x = make(a)
+    for op in ("sum", "min", "max", "argmin", "argmax", "mean"):
+        got, want = value(tally.reduce(x, op)), reference(a, op)
+        if a.dtype.kind == "f" and op in ("sum", "mean"):
+            assert math.isclose(got, want, rel_tol=2e-3 if dt == np.float16 else 1e-5, abs_tol=1e-3), (name, op)
+        else:
+            assert got == want, (name, dt, op, got, want)
+
+
+@pytest.mark.parametrize("name,make", makers())
+def test_axes_match_numpy(name, make):
+    a = RNG.uniform(-1, 1, (6, 33, 65)).astype(np.float32)
+    x = make(a)
+    for axis in (0, 1, 2, -1, (1, 2), (0, 1)):
+        got = tally.sum(x, axis=axis)
+        got = got.numpy() if isinstance(got, tally.Result) else got
+        np.testing.assert_allclose(got, a.astype(np.float64).sum(axis=axis), rtol=1e-5, atol=1e-5)
+        gmax = tally.max(x, axis=axis)
+        np.testing.assert_array_equal(gmax.numpy() if isinstance(gmax, tally.Result) else gmax, a.max(axis=axis))
+    am = tally.argmax(x, axis=1)
+    np.testing.assert_array_equal(am.numpy() if isinstance(am, tally.Result) else am, np.argmax(a, axis=1))
+
+
+def test_exact_mode_and_dot_stats():
+    a = RNG.uniform(-1, 1, 1_000_001).astype(np.float32)
+    b = RNG.uniform(-1, 1, 1_000_001).astype(np.float32)
+    from fractions import Fraction
+    exact = float(np.float32(float(sum(Fraction(float(v)) for v in a[:20000]))))
+    assert tally.sum_value(a[:20000].copy(), mode="exact") == exact
+    for name, make in makers():
+        x, y = make(a), make(b)
+        assert math.isclose(value(tally.dot(x, y)), float(np.dot(a.astype(np.float64), b)), rel_tol=1e-4), name
+        st = tally.stats(x, ddof=1)
+        assert st["count"] == a.size
+        assert math.isclose(st["mean"], float(a.astype(np.float64).mean()), rel_tol=1e-9, abs_tol=1e-12)
+        assert math.isclose(st["variance"], float(a.astype(np.float64).var(ddof=1)), rel_tol=1e-9)
+
+
+@pytest.mark.skipif(torch is None or not torch.cuda.is_available(), reason="needs torch with CUDA")
+def test_results_go_to_torch_and_cupy_without_copies():
+    t = torch.arange(1000, dtype=torch.float32, device="cuda")
+    r = tally.sum(t)
+    assert float(r) == 499500.0
+    back = torch.from_dlpack(r)
+    assert back.device.type == "cuda" and back.item() == 499500.0 and back.data_ptr() == r.address
+    rows = tally.max(t.reshape(10, 100), axis=1)
+    assert torch.equal(torch.from_dlpack(rows), t.reshape(10, 100).max(dim=1).values)
+    idx = tally.argmax(t.reshape(10, 100), axis=1)
+    assert torch.equal(torch.from_dlpack(idx).cpu(), torch.full((10,), 99, dtype=torch.int64))
+    bf = torch.ones(4096, dtype=torch.bfloat16, device="cuda")
+    assert float(tally.sum(bf)) == 4096.0
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        u = torch.ones(1 << 20, device="cuda")
+        assert float(tally.sum(u, stream=s)) == float(1 << 20)
+    if cupy is not None:
+        assert float(cupy.from_dlpack(r)) == 499500.0
+
+
+def test_errors_on_the_gpu_keep_the_process_usable():
+    if torch is None or not torch.cuda.is_available():
+        pytest.skip("needs torch with CUDA")
+    t = torch.ones(100, device="cuda")
+    with pytest.raises(ValueError):
+        tally.sum(t[::2])
+    with pytest.raises(ValueError):
+        tally.sum(t, mode="exact", nan="ignore")
+    assert float(tally.sum(t)) == 100.0

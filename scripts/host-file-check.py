@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Files through `tally reduce` end to end (issue 11): a 2^31-element f32 .npy in the page cache,
+timed as a whole command (CUDA start-up included) and checked against its exact sum; and a sparse
+raw f32 file of 100 GiB (larger than the GPU's memory) whose few nonzero values are known, reduced
+exactly with the progress line shown.
+
+    scripts/host-file-check.py build/dev/tally /tmp/work [--log2n 31] [--sparse-gib 100]
+"""
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+
+def run(cmd):
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    return time.perf_counter() - t0, p
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("tally")
+    ap.add_argument("work")
+    ap.add_argument("--log2n", type=int, default=31)
+    ap.add_argument("--sparse-gib", type=int, default=100)
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    ok = True
+
+    # 1. A dense .npy of n f32 values (i % 1021) / 2: the exact sum is a formula.
+    n = 1 << a.log2n
+    path = os.path.join(a.work, f"dense-2^{a.log2n}.npy")
+    if not os.path.exists(path) or os.path.getsize(path) != 128 + 4 * n:
+        mm = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(n,))
+        step = 1 << 26
+        for at in range(0, n, step):
+            idx = np.arange(at, min(n, at + step), dtype=np.int64)
+            mm[at:at + len(idx)] = (idx % 1021).astype(np.float32) * np.float32(0.5)
+        mm.flush()
+        del mm
+    q, r = divmod(n, 1021)
+    exact = q * (1020 * 1021 // 2) + r * (r - 1) // 2  # sum of i % 1021, then / 2
+    want = float(np.float32(exact / 2))
+    subprocess.run(["cat", path], stdout=subprocess.DEVNULL, check=True)  # into the page cache
+    gb = 4 * n / 1e9
+    times = []
+    for mode in ["fast", "fast", "fast", "exact"]:
+        t, p = run([a.tally, "reduce", path, "--mode", mode, "--value-only"])
+        if p.returncode != 0:
+            print(p.stderr)
+            ok = False
+            break
+        got = float(p.stdout.split()[0])
+        if mode == "exact":
+            same = got == want
+            ok &= same
+            print(f"dense 2^{a.log2n} f32 exact: {got!r} want {want!r} {'ok' if same else 'MISMATCH'} "
+                  f"({t:.2f} s, {gb / t:.1f} GB/s)")
+        else:
+            times.append(t)
+            close = abs(got - exact / 2) <= 1e-5 * exact / 2
+            ok &= close
+    best = min(times)
+    print(f"dense 2^{a.log2n} f32 fast, whole command from the page cache: best {best:.3f} s of {len(times)} "
+          f"= {gb / best:.1f} GB/s end to end (median {sorted(times)[len(times) // 2]:.3f} s)")
+    os.remove(path)
+
+    # 2. A sparse raw file larger than the GPU's memory: holes read as zeros.
+    if a.sparse_gib > 0:
+        sp = os.path.join(a.work, f"sparse-{a.sparse_gib}GiB.f32")
+        size = a.sparse_gib << 30
+        with open(sp, "wb") as f:
+            f.truncate(size)
+            for off, v in [(0, 1.5), (size // 2, 2.25), (size - 4, -0.5), (12345 * 4, 1e-3)]:
+                f.seek(off)
+                f.write(np.float32(v).tobytes())
+        want = float(np.float32(np.float64(1.5) + 2.25 - 0.5 + float(np.float32(1e-3))))
+        t, p = run([a.tally, "reduce", sp, "--dtype", "f32", "--mode", "exact", "--value-only"])
+        os.remove(sp)
+        if p.returncode != 0:
+            print(p.stderr)
+            return 1
+        got = float(p.stdout.split()[0])
+        lines = [l for l in p.stderr.replace("\r", "\n").splitlines() if "GiB" in l]
+        same = got == want
+        ok &= same
+        print(f"sparse {a.sparse_gib} GiB f32 exact: {got!r} want {want!r} {'ok' if same else 'MISMATCH'} "
+              f"({t:.1f} s, {size / 1e9 / t:.1f} GB/s); progress lines: {len(lines)}, last: {lines[-1] if lines else '-'}")
+        ok &= len(lines) > 0
+    print("host files: " + ("ok" if ok else "FAILED"))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
