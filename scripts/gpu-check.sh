@@ -6,7 +6,8 @@
 # (compute-sanitizer memcheck/racecheck/synccheck/initcheck on the tests at small sizes), bench
 # (tally info + tally bench core), numerics (tally bench numerics: argmin/argmax vs CUB, dot vs
 # cuBLAS, accuracy modes, stats, f16/bf16; about 2 minutes), segmented (tally bench segmented), host
-# (tally bench host and scripts/host-file-check.py: host memory and files end to end), lab (tally lab run), sweep (tally lab
+# (tally bench host and scripts/host-file-check.py: host memory and files end to end), python
+# (scripts/python-bench.py: tally.sum vs torch and cupy), lab (tally lab run), sweep (tally lab
 # sweep), tune (tally bench tune --measure: the policy's choice and the shape sweeps). Logs and JSON
 # land in OUTDIR. TALLY_TEST_FILTER narrows the test stage (a gtest filter).
 set -uo pipefail
@@ -104,6 +105,12 @@ if has host; then
   python3 scripts/host-file-check.py "$bin/tally" /tmp/tally-host-files ${TALLY_HOST_FILE_ARGS:-} \
     >"$out/host-files.log" 2>&1 || status=1
   tail -4 "$out/host-files.log" | tee -a "$out/summary.txt"
+fi
+if has python; then
+  step "python bench: tally.sum vs torch / cupy, the Python layer's cost, rows and columns vs torch"
+  PYTHONPATH="$bin/python" python3 scripts/python-bench.py --json "$out/python-bench.json" \
+    >"$out/python-bench.md" 2>>"$out/progress.log" || status=1
+  tail -3 "$out/python-bench.md"
 fi
 if has lab; then
   step "lab run"

@@ -10,7 +10,11 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "tally/tally.hpp"
@@ -68,23 +72,55 @@ nb::dict stats_dict(const tally::stats& s) {
   return d;
 }
 
+// Result buffers are reused: a call that leaves its result on the GPU must not pay a cudaMalloc
+// (tally never allocates per call). Freed buffers wait here, by device, stream and size (up to
+// kKeep each); a buffer goes back only to calls on the stream that last wrote it, so a dropped
+// result's kernel still in flight is ordered before the next writer.
+struct buffer_pool {
+  static constexpr std::size_t kKeep = 64;
+  using key = std::tuple<int, std::uintptr_t, std::size_t>;
+  std::mutex m;
+  std::map<key, std::vector<tally::device_buffer>> free;
+  tally::device_buffer take(int device, std::uintptr_t stream, std::size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(m);
+      auto it = free.find({device, stream, bytes});
+      if (it != free.end() && !it->second.empty()) {
+        tally::device_buffer b = std::move(it->second.back());
+        it->second.pop_back();
+        return b;
+      }
+    }
+    return tally::device_buffer(bytes);
+  }
+  void give(int device, std::uintptr_t stream, tally::device_buffer&& b) {
+    std::lock_guard<std::mutex> lock(m);
+    auto& v = free[{device, stream, b.size()}];
+    if (v.size() < kKeep) v.push_back(std::move(b));
+  }
+};
+buffer_pool& pool() {
+  static buffer_pool* p = new buffer_pool;  // never destroyed: freeing at interpreter exit is unsafe
+  return *p;
+}
+
 // Device memory owned by Python: results left on the GPU. Exported through DLPack (nanobind's
 // nb_ndarray) and __cuda_array_interface__ as `dtype` elements of `shape` with element strides
 // `strides` (argmin/argmax: the int64 indices of the 16-byte records, stride 2).
 class device_array {
  public:
-  device_array(std::size_t bytes, int device) : device_(device), buf_(bytes == 0 ? 16 : bytes) {}
+  device_array(std::size_t bytes, int device, std::uintptr_t stream)
+      : device_(device), stream_(stream), buf_(pool().take(device, stream, bytes == 0 ? 16 : bytes)) {}
+  ~device_array() { pool().give(device_, stream_, std::move(buf_)); }
+  device_array(const device_array&) = delete;
+  device_array& operator=(const device_array&) = delete;
   std::uintptr_t address() const { return reinterpret_cast<std::uintptr_t>(buf_.get()); }
   std::size_t size() const { return buf_.size(); }
   int device() const { return device_; }
-  nb::bytes to_host(std::size_t bytes) const {
-    std::string h(bytes, '\0');
-    if (bytes > 0) buf_.download(h.data(), bytes);
-    return nb::bytes(h.data(), h.size());
-  }
 
  private:
   int device_;
+  std::uintptr_t stream_;
   tally::device_buffer buf_;
 };
 
@@ -230,11 +266,10 @@ NB_MODULE(_tally, m) {
   });
 
   nb::class_<device_array>(m, "DeviceBuffer")
-      .def(nb::init<std::size_t, int>(), "bytes"_a, "device"_a = 0)
+      .def(nb::init<std::size_t, int, std::uintptr_t>(), "bytes"_a, "device"_a = 0, "stream"_a = 0)
       .def_prop_ro("address", &device_array::address)
       .def_prop_ro("size", &device_array::size)
       .def_prop_ro("device", &device_array::device)
-      .def("to_host", &device_array::to_host, "bytes"_a)
       // A DLPack-capable view of elements of `dtype` (a numpy-style code: 'f4', 'i8', ...).
       .def(
           "view",

@@ -9,9 +9,10 @@
     torch.from_dlpack(tally.sum(t, axis=1))   # results go to any framework without a copy
     tally.sum(numpy_array)      # host arrays: streamed through pinned staging, a Python number
 
-Inputs are read in place through DLPack (``__dlpack__``: PyTorch, CuPy, JAX, NumPy) or the CUDA
-array interface (``__cuda_array_interface__``: Numba, CuPy, PyTorch), on the producer's stream
-unless ``stream=`` names one; they must be C-contiguous. Device inputs give ``tally.Result``
+Inputs are read in place: PyTorch tensors and CuPy arrays directly, on the framework's current
+stream; others through DLPack (``__dlpack__``: JAX ...) or the CUDA array interface
+(``__cuda_array_interface__``: Numba), ordered after the producer's stream; ``stream=`` names
+another stream. They must be C-contiguous. Device inputs give ``tally.Result``
 objects on the device (DLPack and CUDA-array-interface exporters with ``.item()``, ``float()``,
 ``int()``, ``.numpy()``); host inputs (NumPy, or anything on the CPU) give Python numbers or NumPy
 arrays. The ``*_value`` forms (``tally.sum_value`` ...) always return host values.
@@ -133,7 +134,7 @@ def _from_interface(obj, cai, device, stream):
         producer = cai.get("stream")
         use = 0 if stream is None else stream
         if producer is not None and producer != use:
-            _tally.stream_wait(1 if producer == 1 else (0 if producer == 2 else producer), use)
+            _tally.stream_wait(producer, use)  # 1 and 2 are the runtime's legacy / per-thread handles
         stream = use
     return _Array(int(data[0]), shape, dtype, device, stream or 0, obj)
 
@@ -162,8 +163,49 @@ def _from_dlpack(obj, stream):
     return _Array((t.data or 0) + t.byte_offset, shape, dtype, device, stream or 0, (obj, capsule))
 
 
+_TORCH_DTYPES = None
+
+
+def _from_torch(x, stream):
+    """torch.Tensor without the protocols' per-call cost: its pointer, and its current stream."""
+    global _TORCH_DTYPES
+    import torch
+    if _TORCH_DTYPES is None:
+        _TORCH_DTYPES = {torch.bool: "b8", torch.int8: "i8", torch.uint8: "u8", torch.int16: "i16",
+                         torch.int32: "i32", torch.int64: "i64", torch.float16: "f16", torch.bfloat16: "bf16",
+                         torch.float32: "f32", torch.float64: "f64"}
+        for name, code in (("uint16", "u16"), ("uint32", "u32"), ("uint64", "u64")):
+            if hasattr(torch, name):
+                _TORCH_DTYPES[getattr(torch, name)] = code
+    dtype = _TORCH_DTYPES.get(x.dtype)
+    if dtype is None:
+        raise TypeError(f"tally does not reduce torch tensors of {x.dtype}")
+    if not x.is_contiguous():
+        raise ValueError(f"torch.Tensor: the tensor is not C-contiguous (shape {tuple(x.shape)}, strides "
+                         f"{tuple(x.stride())} elements); pass x.contiguous()")
+    if x.is_cuda:
+        s = stream if stream is not None else torch.cuda.current_stream(x.device).cuda_stream
+        return _Array(x.data_ptr(), tuple(x.shape), dtype, "cuda", s, x)
+    return _Array(x.data_ptr(), tuple(x.shape), dtype, "cpu", 0, x)
+
+
+def _from_cupy(x, stream):
+    """cupy.ndarray directly: its pointer, and cupy's current stream."""
+    import cupy
+    if not x.flags.c_contiguous:
+        raise ValueError(f"cupy.ndarray: the array is not C-contiguous (shape {x.shape}, strides {x.strides} bytes); "
+                         "pass cupy.ascontiguousarray(x)")
+    s = stream if stream is not None else cupy.cuda.get_current_stream().ptr
+    return _Array(x.data.ptr, tuple(x.shape), tally_dtype(x.dtype.str), "cuda", s, x)
+
+
 def _as_array(x, stream=None):
     stream = _stream_arg(stream)
+    module = type(x).__module__
+    if module.startswith("torch") and type(x).__name__ in ("Tensor", "Parameter"):
+        return _from_torch(x, stream)
+    if module.startswith("cupy") and type(x).__name__ == "ndarray":
+        return _from_cupy(x, stream)
     # NumPy (host) by its array interface; device arrays by DLPack where they have it (every dtype,
     # bfloat16 included, and the stream handshake), else by the CUDA array interface (Numba).
     if hasattr(x, "__array_interface__"):
@@ -192,7 +234,7 @@ class Result:
         self._arg = op in ("argmin", "argmax")
         self._rtype = "f64" if self._stats else _tally.result_dtype(dtype, op) if op != "dot" else _tally.dot_result_dtype(dtype)
         unit = 48 if self._stats else (16 if self._arg else _tally.dtype_size(self._rtype))
-        self._buffer = _tally.DeviceBuffer(unit * max(n, 1), _tally.current_device())
+        self._buffer = _tally.DeviceBuffer(unit * _builtins.max(n, 1), _tally.current_device(), stream)
 
     @property
     def address(self):
@@ -216,7 +258,7 @@ class Result:
 
     def __dlpack__(self, stream=None, **kwargs):
         if stream is not None and stream != -1:
-            _tally.stream_wait(self._stream, 0 if stream in (1, 2) else stream)
+            _tally.stream_wait(self._stream, stream)  # 1, 2: the legacy / per-thread default streams
         return self._view().__dlpack__(**kwargs)
 
     def __dlpack_device__(self):
