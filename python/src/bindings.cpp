@@ -117,6 +117,11 @@ class device_array {
   std::uintptr_t address() const { return reinterpret_cast<std::uintptr_t>(buf_.get()); }
   std::size_t size() const { return buf_.size(); }
   int device() const { return device_; }
+  void upload(std::uintptr_t host, std::size_t bytes) {
+    if (bytes > buf_.size()) throw nb::value_error("DeviceBuffer.upload: more bytes than the buffer holds");
+    nb::gil_scoped_release unlocked;
+    if (bytes > 0) buf_.upload(reinterpret_cast<const void*>(host), bytes);
+  }
 
  private:
   int device_;
@@ -270,6 +275,7 @@ NB_MODULE(_tally, m) {
       .def_prop_ro("address", &device_array::address)
       .def_prop_ro("size", &device_array::size)
       .def_prop_ro("device", &device_array::device)
+      .def("upload", &device_array::upload, "host"_a, "bytes"_a)
       // A DLPack-capable view of elements of `dtype` (a numpy-style code: 'f4', 'i8', ...).
       .def(
           "view",

@@ -384,9 +384,19 @@ def reduce(x, op="sum", axis=None, *, nan="propagate", mode="fast", stream=None,
         if ax is None:
             v, index = _tally.reduce_value(a.address, a.n, a.dtype, op, nan, mode, 0)
             return index if op in ("argmin", "argmax") else v
-        res = _reduce_device(a, op, ax, nan, mode, None)
+        res = _reduce_device(_to_device(a), op, ax, nan, mode, None)
         return res.numpy()
     return _reduce_device(a, op, ax, nan, mode, out)
+
+
+def _to_device(a):
+    """A host array copied to the GPU (the axis reductions read the whole array there)."""
+    if a.device == "cuda":
+        return a
+    nbytes = a.n * _tally.dtype_size(a.dtype)
+    buf = _tally.DeviceBuffer(nbytes, _tally.current_device(), 0)
+    buf.upload(a.address, nbytes)
+    return _Array(buf.address, a.shape, a.dtype, "cuda", 0, (a.keep, buf))
 
 
 def _reduce_device(a, op, ax, nan, mode, out):
@@ -476,6 +486,7 @@ def stats(x, axis=None, *, ddof=0, nan="propagate", stream=None):
         records = [_tally.stats_value(a.address, a.n, a.dtype, nan, a.stream)]
         shape = ()
     else:
+        a = _to_device(a)
         shape = a.shape[:ax[0]] + a.shape[ax[0] + ax[1]:]
         res = Result(shape, a.dtype, "stats", a.stream)
         _tally.stats_axis(a.address, list(a.shape), ax[0], ax[1], a.dtype, res.address, nan, a.stream)

@@ -130,3 +130,12 @@ def test_errors_on_the_gpu_keep_the_process_usable():
     with pytest.raises(ValueError):
         tally.sum(t, mode="exact", nan="ignore")
     assert float(tally.sum(t)) == 100.0
+
+
+def test_host_arrays_along_axes_give_numpy_arrays():
+    a = RNG.uniform(-1, 1, (5, 7, 9)).astype(np.float64)
+    got = tally.sum(a, axis=1)
+    assert isinstance(got, np.ndarray) and got.shape == (5, 9)
+    np.testing.assert_allclose(got, a.sum(axis=1), rtol=1e-12)
+    st = tally.stats(a, axis=-1)
+    np.testing.assert_allclose(np.asarray(st["mean"]), a.mean(axis=-1), rtol=1e-12)
