@@ -109,9 +109,15 @@ buffer_pool& pool() {
 // `strides` (argmin/argmax: the int64 indices of the 16-byte records, stride 2).
 class device_array {
  public:
-  device_array(std::size_t bytes, int device, std::uintptr_t stream)
-      : device_(device), stream_(stream), buf_(pool().take(device, stream, bytes == 0 ? 16 : bytes)) {}
-  ~device_array() { pool().give(device_, stream_, std::move(buf_)); }
+  device_array(std::size_t bytes, int device, std::uintptr_t stream, bool pooled)
+      : device_(device), stream_(stream), pooled_(pooled),
+        buf_(pooled ? pool().take(device, stream, bytes == 0 ? 16 : bytes) : tally::device_buffer(bytes == 0 ? 16 : bytes)) {}
+  // Back to the pool unless a consumer (DLPack, the array interface) may still read it on a
+  // stream of its own: exported buffers are freed (cudaFree waits for the device).
+  ~device_array() {
+    if (pooled_ && !exported_) pool().give(device_, stream_, std::move(buf_));
+  }
+  void mark_exported() { exported_ = true; }
   device_array(const device_array&) = delete;
   device_array& operator=(const device_array&) = delete;
   std::uintptr_t address() const { return reinterpret_cast<std::uintptr_t>(buf_.get()); }
@@ -126,6 +132,7 @@ class device_array {
  private:
   int device_;
   std::uintptr_t stream_;
+  bool pooled_ = true, exported_ = false;
   tally::device_buffer buf_;
 };
 
@@ -271,7 +278,9 @@ NB_MODULE(_tally, m) {
   });
 
   nb::class_<device_array>(m, "DeviceBuffer")
-      .def(nb::init<std::size_t, int, std::uintptr_t>(), "bytes"_a, "device"_a = 0, "stream"_a = 0)
+      .def(nb::init<std::size_t, int, std::uintptr_t, bool>(), "bytes"_a, "device"_a = 0, "stream"_a = 0,
+           "pooled"_a = true)
+      .def("mark_exported", &device_array::mark_exported)
       .def_prop_ro("address", &device_array::address)
       .def_prop_ro("size", &device_array::size)
       .def_prop_ro("device", &device_array::device)
@@ -281,7 +290,8 @@ NB_MODULE(_tally, m) {
           "view",
           [](nb::handle self, const std::vector<std::size_t>& shape, const std::vector<std::int64_t>& strides,
              const std::string& code) {
-            const device_array& a = nb::cast<const device_array&>(self);
+            device_array& a = nb::cast<device_array&>(self);
+            a.mark_exported();
             nb::dlpack::dtype dt{};
             const char kind = code.at(0);
             dt.code = static_cast<std::uint8_t>(kind == 'f'   ? nb::dlpack::dtype_code::Float
@@ -290,8 +300,9 @@ NB_MODULE(_tally, m) {
                                                               : nb::dlpack::dtype_code::Bool);
             dt.bits = static_cast<std::uint8_t>(8 * std::stoi(code.substr(1)));
             dt.lanes = 1;
-            return nb::ndarray<>(reinterpret_cast<void*>(a.address()), shape.size(), shape.data(), self,
-                                 strides.data(), dt, nb::device::cuda::value, a.device());
+            // array_api: returned as nanobind's nb_ndarray, which has __dlpack__ / __dlpack_device__.
+            return nb::ndarray<nb::array_api>(reinterpret_cast<void*>(a.address()), shape.size(), shape.data(), self,
+                                              strides.data(), dt, nb::device::cuda::value, a.device());
           },
           "shape"_a, "strides"_a, "code"_a);
 }

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import builtins as _builtins
 import ctypes
+import functools
 
 from . import _tally
 from ._tally import TallyError
@@ -200,7 +201,13 @@ def _from_cupy(x, stream):
 
 
 def _as_array(x, stream=None):
-    stream = _stream_arg(stream)
+    a = _as_array_of(x, _stream_arg(stream))
+    if stream is not None and not isinstance(stream, int):
+        a.keep = (a.keep, stream)  # the stream object outlives the results that use its handle
+    return a
+
+
+def _as_array_of(x, stream):
     module = type(x).__module__
     if module.startswith("torch") and type(x).__name__ in ("Tensor", "Parameter"):
         return _from_torch(x, stream)
@@ -234,7 +241,7 @@ class Result:
         self._arg = op in ("argmin", "argmax")
         self._rtype = "f64" if self._stats else _tally.result_dtype(dtype, op) if op != "dot" else _tally.dot_result_dtype(dtype)
         unit = 48 if self._stats else (16 if self._arg else _tally.dtype_size(self._rtype))
-        self._buffer = _tally.DeviceBuffer(unit * _builtins.max(n, 1), _tally.current_device(), stream)
+        self._buffer = _tally.DeviceBuffer(unit * _builtins.max(n, 1), _tally.current_device(), stream, True)
 
     @property
     def address(self):
@@ -266,6 +273,7 @@ class Result:
 
     @property
     def __cuda_array_interface__(self):
+        self._buffer.mark_exported()
         itemsize = 8 if self._arg else _tally.dtype_size(self._rtype)
         code = _TO_CODE[self.dtype]
         strides = None
@@ -298,7 +306,10 @@ class Result:
 
     def numpy(self):
         import numpy as np
-        return np.asarray(self.tolist())
+        if self._stats:
+            raise TypeError("stats results are records: read them with .tolist()")
+        flat = self.tolist() if not self.shape else _flat(self.tolist(), len(self.shape))
+        return np.asarray(flat).reshape(self.shape)
 
     def __float__(self):
         return float(self.item())
@@ -320,9 +331,17 @@ def _prod(xs):
     return p
 
 
+def _flat(nested, depth):
+    for _ in range(depth - 1):
+        nested = [v for row in nested for v in row]
+    return nested
+
+
 def _shape_list(flat, shape):
     if not shape:
         return flat[0]
+    if 0 in shape:
+        return [] if shape[0] == 0 else [_shape_list([], shape[1:]) for _ in range(shape[0])]
     out = list(flat)
     for d in reversed(shape[1:]):
         out = [out[i:i + d] for i in range(0, len(out), d)]
@@ -361,6 +380,11 @@ def _axes(axis, ndim, what):
     return norm[0], len(norm)
 
 
+@functools.lru_cache(maxsize=1024)
+def _why(dtype, op, nan, mode):
+    return _tally.why_unsupported(dtype, op, nan, mode)
+
+
 def _check_op(a, op, nan, mode, what):
     if op not in _OPS:
         raise ValueError(f"{what}: unknown op {op!r} ({', '.join(sorted(_OPS))})")
@@ -368,7 +392,7 @@ def _check_op(a, op, nan, mode, what):
         raise ValueError(f"{what}: nan must be 'propagate' or 'ignore', not {nan!r}")
     if mode not in ("fast", "compensated", "exact"):
         raise ValueError(f"{what}: mode must be 'fast', 'compensated' or 'exact', not {mode!r}")
-    why = _tally.why_unsupported(a.dtype, op, nan, mode)
+    why = _why(a.dtype, op, nan, mode)
     if why:
         raise ValueError(f"{what}: {why}")
 
@@ -394,7 +418,7 @@ def _to_device(a):
     if a.device == "cuda":
         return a
     nbytes = a.n * _tally.dtype_size(a.dtype)
-    buf = _tally.DeviceBuffer(nbytes, _tally.current_device(), 0)
+    buf = _tally.DeviceBuffer(nbytes, _tally.current_device(), 0, False)  # not kept in the pool
     buf.upload(a.address, nbytes)
     return _Array(buf.address, a.shape, a.dtype, "cuda", 0, (a.keep, buf))
 
@@ -405,6 +429,9 @@ def _reduce_device(a, op, ax, nan, mode, out):
     if out is not None and (out.shape != shape or out._op != op or out._dtype != a.dtype):
         raise ValueError(f"tally.{op}: out holds {out.shape} {out._op} results of {out._dtype}, this call gives "
                          f"{shape} {op} results of {a.dtype}")
+    if out is not None and out._stream != a.stream:
+        raise ValueError(f"tally.{op}: out was made on stream {out._stream:#x} and this call runs on {a.stream:#x}: "
+                         "reuse out only on its own stream")
     if ax is None:
         _tally.reduce(a.address, a.n, a.dtype, op, res.address, nan, mode, a.stream)
     else:
@@ -497,7 +524,7 @@ def stats(x, axis=None, *, ddof=0, nan="propagate", stream=None):
         r["std"] = r["variance"] ** 0.5 if dof > 0 else float("nan")
     if not shape:
         return records[0]
-    return {k: _shape_list([r[k] for r in records], shape) for k in records[0]}
+    return {k: _shape_list([r[k] for r in records], shape) for k in _STAT_FIELDS + ("variance", "std")}
 
 
 def device_count():

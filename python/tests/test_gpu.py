@@ -139,3 +139,24 @@ def test_host_arrays_along_axes_give_numpy_arrays():
     np.testing.assert_allclose(got, a.sum(axis=1), rtol=1e-12)
     st = tally.stats(a, axis=-1)
     np.testing.assert_allclose(np.asarray(st["mean"]), a.mean(axis=-1), rtol=1e-12)
+
+
+@pytest.mark.skipif(cupy is None, reason="needs cupy")
+def test_streams_given_by_object_outlive_the_call_and_out_stays_on_its_stream():
+    x = cupy.arange(1000, dtype=cupy.float32)
+    r = tally.sum(x, stream=cupy.cuda.Stream())  # the stream object is dropped by the caller
+    assert r.item() == 499500.0
+    out = tally.sum(x)
+    tally.sum(x * 2, out=out)
+    assert out.item() == 999000.0
+    with pytest.raises(ValueError, match="stream"):
+        tally.sum(x, out=out, stream=cupy.cuda.Stream())
+
+
+@pytest.mark.skipif(torch is None or not torch.cuda.is_available(), reason="needs torch with CUDA")
+def test_empty_axes():
+    e = torch.empty(0, 5, device="cuda")
+    st = tally.stats(e, axis=0)
+    assert st["count"] == [0] * 5
+    assert tally.sum(e, axis=1).numpy().shape == (0,)
+    assert tally.sum(e, axis=0).numpy().tolist() == [0.0] * 5
