@@ -265,7 +265,7 @@ std::vector<value> reduce_segments_values(const void* d_in, std::uint64_t n, con
 // instead, called from several threads at once, each call filling one chunk; a producer may
 // reduce device memory with tally but not give it host data (the staging is busy: refused).
 //
-// Each feed is reduced in chunks of a fixed size (16 MiB of host data, or all of a device feed at
+// Each feed is reduced in chunks of a fixed size (8 MiB of host data, or all of a device feed at
 // once) and the chunks' partials are combined on the host in order: results are bitwise the same
 // for the same sequence of feed sizes. Exact mode, integer ops, min/max, argmin/argmax (global
 // indices, the first on ties), bitwise and logical ops give exactly reduce()'s result over all
