@@ -143,9 +143,10 @@ staging_shape current_shape() {
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   staging_shape s;
   // Measured on the H100 machine (16 cores, tally bench host, 2026-11-23): pageable f32 at 2^30
-  // staged at 7.0 GB/s with 1 thread, 25.4 with 4, 34.8 with 8, 41.2 with 12, 42.1 with 16; the
-  // chunk size changed nothing from 2 to 64 MiB (36.5 .. 35.5 GB/s at 8 threads).
-  s.threads = env_int("TALLY_HOST_THREADS", static_cast<int>(std::min(16u, hw)), 1, 256);
+  // staged at 7.0-8.8 GB/s with 1 thread, 25-28 with 4, 35-43 with 8, 41-50 with 12, 42 with 16
+  // (two runs); the chunk size changed nothing from 2 to 64 MiB. Three quarters of the cores
+  // leave one for the dispatching thread and the copies' interrupts.
+  s.threads = env_int("TALLY_HOST_THREADS", static_cast<int>(std::min(16u, std::max(1u, hw * 3 / 4))), 1, 256);
   s.chunk_bytes = static_cast<std::size_t>(env_int("TALLY_CHUNK_MIB", 8, 1, 1024)) << 20;
   s.slots = s.threads + 3;
   return s;

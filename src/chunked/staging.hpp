@@ -29,7 +29,7 @@ struct source {
 };
 
 // How the staging is cut: worker threads, bytes per chunk (per input), pinned slots. Chosen from
-// the host (threads: the cores, at most 16; 8 MiB chunks; measured in `tally bench host`); the environment
+// the host (threads: 3/4 of the cores, at most 16; 8 MiB chunks; measured in `tally bench host`); the environment
 // variables TALLY_HOST_THREADS and TALLY_CHUNK_MIB override them (benchmarks; a different chunk
 // size changes the rounding of fast float sums).
 struct staging_shape {
