@@ -22,6 +22,7 @@ from __future__ import annotations
 import builtins as _builtins
 import ctypes
 import functools
+import math as _math
 
 from . import _tally
 from ._tally import TallyError
@@ -83,13 +84,13 @@ _kDLCPU, _kDLCUDA, _kDLCUDAHost, _kDLCUDAManaged = 1, 2, 3, 13
 class _Array:
     """What tally needs of an input: address, shape, dtype, where it lives, the stream to use."""
 
-    def __init__(self, address, shape, dtype, device, stream, keep):
+    __slots__ = ("address", "shape", "dtype", "device", "stream", "keep", "n", "ordinal")
+
+    def __init__(self, address, shape, dtype, device, stream, keep, ordinal=None):
         self.address, self.shape, self.dtype = address, tuple(shape), dtype
         self.device, self.stream, self.keep = device, stream, keep  # device: "cuda" | "cpu"
-        n = 1
-        for d in self.shape:
-            n *= d
-        self.n = n
+        self.ordinal = ordinal  # the GPU, when the producer says (else the current device)
+        self.n = _math.prod(self.shape)
 
 
 def _contiguous(shape, strides, itemsize, what):
@@ -190,8 +191,8 @@ def _from_torch(x, stream):
             s = raw(x.device.index) if raw is not None else torch.cuda.current_stream(x.device).cuda_stream
         else:
             s = stream
-        return _Array(x.data_ptr(), tuple(x.shape), dtype, "cuda", s, x)
-    return _Array(x.data_ptr(), tuple(x.shape), dtype, "cpu", 0, x)
+        return _Array(x.data_ptr(), x.shape, dtype, "cuda", s, x, x.get_device())
+    return _Array(x.data_ptr(), x.shape, dtype, "cpu", 0, x)
 
 
 def _from_cupy(x, stream):
@@ -235,17 +236,15 @@ class Result:
     with ``.item()``, ``float()``, ``int()``, ``bool()`` and ``.numpy()`` to read them (blocking).
     argmin/argmax results export their int64 indices (``.values()`` gives the extreme values)."""
 
-    def __init__(self, shape, dtype, op, stream):
+    def __init__(self, shape, dtype, op, stream, ordinal=None):
         self.shape, self._dtype, self._op, self._stream = tuple(shape), dtype, op, stream
-        n = 1
-        for d in self.shape:
-            n *= d
+        n = _math.prod(self.shape)
         self._count = n
         self._stats = op == "stats"
         self._arg = op in ("argmin", "argmax")
-        self._rtype = "f64" if self._stats else _tally.result_dtype(dtype, op) if op != "dot" else _tally.dot_result_dtype(dtype)
-        unit = 48 if self._stats else (16 if self._arg else _tally.dtype_size(self._rtype))
-        self._buffer = _tally.DeviceBuffer(unit * _builtins.max(n, 1), _tally.current_device(), stream, True)
+        self._rtype, unit = _result_of(dtype, op)
+        device = _tally.current_device() if ordinal is None else ordinal
+        self._buffer = _tally.DeviceBuffer(unit * _builtins.max(n, 1), device, stream, True)
 
     @property
     def address(self):
@@ -326,6 +325,15 @@ class Result:
 
     def __repr__(self):
         return f"tally.Result(shape={self.shape}, dtype={self.dtype}, op={self._op})"
+
+
+@functools.lru_cache(maxsize=1024)
+def _result_of(dtype, op):
+    """The result dtype of (dtype, op) and the bytes one result takes (records for arg ops, stats)."""
+    if op == "stats":
+        return "f64", 48
+    r = _tally.dot_result_dtype(dtype) if op == "dot" else _tally.result_dtype(dtype, op)
+    return r, 16 if op in ("argmin", "argmax") else _tally.dtype_size(r)
 
 
 def _prod(xs):
@@ -429,7 +437,7 @@ def _to_device(a):
 
 def _reduce_device(a, op, ax, nan, mode, out):
     shape = () if ax is None else a.shape[:ax[0]] + a.shape[ax[0] + ax[1]:]
-    res = out if out is not None else Result(shape, a.dtype, op, a.stream)
+    res = out if out is not None else Result(shape, a.dtype, op, a.stream, a.ordinal)
     if out is not None and (out.shape != shape or out._op != op or out._dtype != a.dtype):
         raise ValueError(f"tally.{op}: out holds {out.shape} {out._op} results of {out._dtype}, this call gives "
                          f"{shape} {op} results of {a.dtype}")
