@@ -195,4 +195,13 @@ std::vector<T> random_vector(std::uint64_t n, std::uint64_t seed, double lo, dou
   return v;
 }
 
+// A host vector copied to a new device allocation (16 bytes for an empty one, so the pointer is
+// never null).
+template <class T>
+device_buffer to_device(const std::vector<T>& h) {
+  device_buffer d(h.empty() ? 16 : h.size() * sizeof(T));
+  if (!h.empty()) d.upload(h.data(), h.size() * sizeof(T));
+  return d;
+}
+
 }  // namespace tally::test

@@ -32,13 +32,6 @@ struct small_chunks {
   ~small_chunks() { unsetenv("TALLY_CHUNK_MIB"); }
 };
 
-template <class T>
-device_buffer on_device(const std::vector<T>& h) {
-  device_buffer d(std::max<std::size_t>(h.size() * sizeof(T), 16));
-  if (!h.empty()) d.upload(h.data(), h.size() * sizeof(T));
-  return d;
-}
-
 bool float_result(dtype r) { return r == dtype::f32 || r == dtype::f64; }
 
 // Ops whose result does not depend on the order of the combine: the host path must give the
@@ -52,7 +45,7 @@ bool order_free(dtype t, op o) {
 // Every supported op of dtype t on the host array h, against the same reduction of the device copy.
 template <class T>
 void compare_every_op(const std::vector<T>& h, dtype t) {
-  const device_buffer d = on_device(h);
+  const device_buffer d = to_device(h);
   for (int k = 0; k < kOpCount; ++k) {
     const op o = static_cast<op>(k);
     if (!supports(t, o)) continue;
@@ -110,7 +103,7 @@ TEST(ChunkedGpu, IntegerResultsMatchAnIndependentReference) {
   for (auto& x : h) x = (std::int64_t(1) << 62) + (x >> 8);
   __int128 s = 0;
   for (const auto x : h) s += x;
-  const device_buffer d = on_device(h);
+  const device_buffer d = to_device(h);
   const double mean = reduce_value(h.data(), n, dtype::i64, op::mean).as_double();
   EXPECT_EQ(mean, reduce_value(d.get(), n, dtype::i64, op::mean).as_double());
   EXPECT_NEAR(mean, static_cast<double>(s) / static_cast<double>(n), 1e-15 * mean);
@@ -131,7 +124,7 @@ std::vector<T> hard_data(std::uint64_t n, std::uint64_t seed) {
 template <class T>
 void exact_matches(std::uint64_t n, dtype t, std::uint64_t seed) {
   const std::vector<T> x = hard_data<T>(n, seed), y = random_vector<T>(n, seed + 1, -2, 2);
-  const device_buffer dx = on_device(x), dy = on_device(y);
+  const device_buffer dx = to_device(x), dy = to_device(y);
   options ex;
   ex.mode = accuracy::exact;
   const exact_accumulator ref = exact_sum(x.data(), n);
@@ -241,7 +234,7 @@ TEST(ChunkedGpu, ReducerTakesPiecesFromAnywhere) {
   reducer r = reducer::for_reduce(dtype::f64, op::sum, ex);
   reducer arg = reducer::for_reduce(dtype::f64, op::argmax);
   const std::vector<double> p0 = piece(0), p1 = piece(1), p2 = piece(2);
-  const device_buffer d0 = on_device(p0);
+  const device_buffer d0 = to_device(p0);
   r.feed(d0.get(), m);  // device
   arg.feed(d0.get(), m);
   r.feed(p1.data(), m);  // pageable
@@ -318,7 +311,7 @@ TEST(ChunkedGpu, ManyPiecesDrainInOrder) {
   for (std::uint64_t i = 0; i < h.size(); ++i) h[i] = static_cast<std::int32_t>((i * 2654435761u) % 1000);
   h[1030 * m + 2] = 5000;  // the largest, in a piece after the first drain...
   h[3 * m + 4] = 5000;     // ...and its first occurrence before it
-  const device_buffer d = on_device(h);
+  const device_buffer d = to_device(h);
   reducer arg = reducer::for_reduce(dtype::i32, op::argmax);
   reducer sum = reducer::for_reduce(dtype::i32, op::sum);
   for (std::uint64_t k = 0; k < pieces; ++k) {

@@ -21,13 +21,6 @@ struct stream_guard {
   stream_t get() const { return reinterpret_cast<stream_t>(s); }
 };
 
-template <class T>
-device_buffer upload(const std::vector<T>& h) {
-  device_buffer d(h.size() * sizeof(T));
-  d.upload(h.data(), h.size() * sizeof(T));
-  return d;
-}
-
 double read_f64(const device_buffer& b) {
   double x;
   b.download(&x, 8);
@@ -39,7 +32,7 @@ TEST(DeterminismGpu, HundredRunsAreBitwiseIdentical) {
   const std::uint64_t n = small_only() ? 50000 : (1u << 22) + 77;
   const auto hf = random_vector<float>(n, test_seed(), -1e3, 1e3);
   const auto hd = random_vector<double>(n, test_seed() + 1, -1e3, 1e3);
-  device_buffer df = upload(hf), dd = upload(hd);
+  device_buffer df = to_device(hf), dd = to_device(hd);
   const value f0 = reduce_value(df.get(), n, dtype::f32, op::sum);
   const value d0 = reduce_value(dd.get(), n, dtype::f64, op::sum);
   for (int r = 0; r < 100; ++r) {
@@ -52,7 +45,7 @@ TEST(StreamsGpu, NonDefaultStream) {
   TALLY_REQUIRE_GPU();
   stream_guard s;
   const auto h = random_vector<std::int32_t>(123457, test_seed(), -1000, 1000);
-  device_buffer d = upload(h);
+  device_buffer d = to_device(h);
   device_buffer out(8);
   reduce(d.get(), h.size(), dtype::i32, op::sum, out.get(), s.get());
   ASSERT_EQ(cudaStreamSynchronize(s.s), cudaSuccess);
@@ -102,7 +95,7 @@ TEST(StreamsGpu, GraphsFromOneStreamReplayConcurrently) {
   const std::uint64_t na = small_only() ? 30011 : 1000003, nb = small_only() ? 60013 : 5000011;
   const auto ha = random_vector<std::int32_t>(na, test_seed() + 21, -1000, 1000);
   const auto hb = random_vector<std::int32_t>(nb, test_seed() + 22, -1000, 1000);
-  device_buffer da = upload(ha), db = upload(hb), oa(8), ob(8);
+  device_buffer da = to_device(ha), db = to_device(hb), oa(8), ob(8);
   stream_guard cap, s1, s2;
   cudaGraph_t ga = nullptr, gb = nullptr;
   cudaGraphExec_t ea = nullptr, eb = nullptr;
@@ -145,7 +138,7 @@ TEST(StreamsGpu, TwoStreamsConcurrently) {
   const auto hb = random_vector<std::int64_t>(n, test_seed() + 9, -1000000, 1000000);
   const std::uint64_t ra = compute_reference(ha.data(), n, op::sum).bits;
   const std::uint64_t rb = compute_reference(hb.data(), n, op::sum).bits;
-  device_buffer da = upload(ha), db = upload(hb);
+  device_buffer da = to_device(ha), db = to_device(hb);
   stream_guard sa, sb;
   const int iters = small_only() ? 5 : 50;
   auto worker = [&](const device_buffer& d, const stream_guard& s, std::uint64_t expect, int* bad) {
@@ -203,7 +196,7 @@ TEST(LargeGpu, Int8PastTwoToThe32) {
 TEST(ErrorsGpu, BadInputThenValidCall) {
   TALLY_REQUIRE_GPU();
   const auto h = random_vector<float>(1000, 5, -1, 1);
-  device_buffer d = upload(h);
+  device_buffer d = to_device(h);
   device_buffer out(8);
   auto expect_error = [&](auto&& fn, const char* needle) {
     try {

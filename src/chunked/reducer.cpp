@@ -5,7 +5,6 @@
 
 #include "chunked/staging.hpp"
 #include "core/api_internal.hpp"
-#include "core/memory.hpp"
 #include "tally/tally.hpp"
 
 namespace tally {
@@ -45,18 +44,9 @@ class on_device {
   int want_, was_ = 0;
 };
 
-// Where one input of a feed comes from: memory kernels read in place, or host memory for the
-// staging (pageable memory, found by the memory check; with options::check_memory off every
-// pointer is taken for device memory).
 chunked::source source_of(const reducer::impl& r, const char* fn, const char* name, const void* p, std::uint64_t n) {
-  const dtype t = r.spec.t;
-  core::check_input_pointer(fn, name, p, n, t);
-  chunked::source s;
-  s.p = p;
-  if (n > 0 && r.spec.opt.check_memory &&
-      core::check_input_or_host(fn, name, p, n, dtype_size(t), to_string(t), *r.dev))
-    s.kind = chunked::source::from::host;
-  return s;
+  core::check_input_pointer(fn, name, p, n, r.spec.t);
+  return chunked::source_for(fn, name, p, n, r.spec.t, r.spec.opt.check_memory, *r.dev);
 }
 
 void refuse_capture(const reducer::impl& r, const char* fn) {

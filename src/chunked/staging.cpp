@@ -17,6 +17,7 @@
 #endif
 
 #include "core/api_internal.hpp"
+#include "core/memory.hpp"
 
 namespace tally::chunked {
 
@@ -138,6 +139,15 @@ struct filling {
 device_staging& staging_of(const core::device_context& dev) { return g_staging[dev.ordinal]; }
 
 }  // namespace
+
+source source_for(const char* fn, const char* name, const void* p, std::uint64_t n, dtype t, bool check_memory,
+                  const core::device_context& dev) {
+  source s;
+  s.p = p;
+  if (n > 0 && check_memory && core::check_input_or_host(fn, name, p, n, dtype_size(t), to_string(t), dev))
+    s.kind = source::from::host;
+  return s;
+}
 
 staging_shape current_shape() {
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());

@@ -28,6 +28,13 @@ struct source {
   void* context = nullptr;
 };
 
+// Where an input of n elements of t at p comes from, for fn's message: memory kernels read in
+// place (device, managed, pinned), or pageable host memory for the staging (found by the memory
+// check, which also refuses freed and stray pointers); without the check every pointer is taken
+// for device memory.
+source source_for(const char* fn, const char* name, const void* p, std::uint64_t n, dtype t, bool check_memory,
+                  const core::device_context& dev);
+
 // How the staging is cut: worker threads, bytes per chunk (per input), pinned slots. Chosen from
 // the host (threads: 3/4 of the cores, at most 16; 8 MiB chunks; measured in `tally bench host`); the environment
 // variables TALLY_HOST_THREADS and TALLY_CHUNK_MIB override them (benchmarks; a different chunk

@@ -332,10 +332,7 @@ void check_reach(const char* fn, const char* name, const void* p, std::uint64_t 
 // chunked layer's staging (src/chunked); anything else is checked as check_reach does.
 chunked::source input_source(const char* fn, const char* name, const void* p, std::uint64_t n, dtype t,
                              const core::device_context& dev) {
-  chunked::source s;
-  s.p = p;
-  if (core::check_input_or_host(fn, name, p, n, row(t).size, row(t).name, dev)) s.kind = chunked::source::from::host;
-  return s;
+  return chunked::source_for(fn, name, p, n, t, true, dev);
 }
 // The blocking forms write into the stream workspace's result slot: no need to check that one.
 thread_local const void* t_own_result = nullptr;
