@@ -7,9 +7,11 @@
 # (tally info + tally bench core), numerics (tally bench numerics: argmin/argmax vs CUB, dot vs
 # cuBLAS, accuracy modes, stats, f16/bf16; about 2 minutes), segmented (tally bench segmented), host
 # (tally bench host and scripts/host-file-check.py: host memory and files end to end), python
-# (scripts/python-bench.py: tally.sum vs torch and cupy), lab (tally lab run), sweep (tally lab
-# sweep), tune (tally bench tune --measure: the policy's choice and the shape sweeps). Logs and JSON
-# land in OUTDIR. TALLY_TEST_FILTER narrows the test stage (a gtest filter).
+# (scripts/python-bench.py: tally.sum vs torch and cupy), pytest (the Python tests alone; the test
+# stage runs them too), calls (tally bench calls: the host cost of one small call and of the
+# driver queries behind the memory checks), lab (tally lab run), sweep (tally lab sweep), tune
+# (tally bench tune --measure: the policy's choice and the shape sweeps). Logs and JSON land in
+# OUTDIR. TALLY_TEST_FILTER narrows the test stage (a gtest filter).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/gpu-check.sh OUTDIR [stages...]}
@@ -41,8 +43,8 @@ if has test; then
     >>"$out/tests.log" 2>&1 && grep -h "sum of 1000" "$out/tests.log" | tail -1 | tee -a "$out/summary.txt" \
     || { status=1; echo "package check failed" | tee -a "$out/summary.txt"; }
 fi
-if has test; then
-  step "python: the package's CPU and GPU tests (torch, cupy, numba, numpy inputs vs numpy)"
+if has test || has pytest; then
+  step "python: the package's CPU and GPU tests (torch, cupy, numba, JAX, numpy inputs vs numpy; the README example)"
   { PYTHONPATH="$bin/python" python3 -m pytest -q -p no:cacheprovider python/tests/test_cpu.py &&
     PYTHONPATH="$bin/python" python3 python/tests/run_gpu.py; } >"$out/python.log" 2>&1 || status=1
   tail -2 "$out/python.log" | tee -a "$out/summary.txt"
@@ -111,6 +113,12 @@ if has python; then
   PYTHONPATH="$bin/python" python3 scripts/python-bench.py --json "$out/python-bench.json" \
     >"$out/python-bench.md" 2>>"$out/progress.log" || status=1
   tail -3 "$out/python-bench.md"
+fi
+if has calls; then
+  step "bench calls: one small call's host cost, step by step"
+  "$bin/tally" bench calls --json "$out/bench-calls.json" --md "$out/bench-calls.md" >/dev/null 2>>"$out/progress.log" \
+    || status=1
+  cat "$out/bench-calls.md"
 fi
 if has lab; then
   step "lab run"

@@ -21,6 +21,29 @@ def run(cmd):
     return time.perf_counter() - t0, p
 
 
+def pread_rate(path, threads, piece=8 << 20):
+    """GB/s of `threads` threads reading all of path with os.preadv into buffers of their own
+    (each thread takes every threads-th piece, as tally's staging workers do)."""
+    import threading
+    size = os.path.getsize(path)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        def work(k):
+            buf = bytearray(piece)
+            view = memoryview(buf)
+            for at in range(k * piece, size, threads * piece):
+                os.preadv(fd, [view[:min(piece, size - at)]], at)
+        ts = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
+        t0 = time.perf_counter()
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        return size / 1e9 / (time.perf_counter() - t0)
+    finally:
+        os.close(fd)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("tally")
@@ -67,6 +90,15 @@ def main():
     best = min(times)
     print(f"dense 2^{a.log2n} f32 fast, whole command from the page cache: best {best:.3f} s of {len(times)} "
           f"= {gb / best:.1f} GB/s end to end (median {sorted(times)[len(times) // 2]:.3f} s)")
+    # Where the time goes: the command's fixed cost (process, CUDA start-up and exit) on a file of
+    # one element, and how fast threads read this file from the page cache with pread (no GPU).
+    tiny = os.path.join(a.work, "one.npy")
+    np.save(tiny, np.ones(1, np.float32))
+    fixed = min(run([a.tally, "reduce", tiny, "--value-only"])[0] for _ in range(3))
+    print(f"  fixed cost of the command (a 1-element file): {fixed:.3f} s; the rest of the best run: "
+          f"{best - fixed:.3f} s = {gb / (best - fixed):.1f} GB/s")
+    for threads in (1, 4, 8, 12, 16):
+        print(f"  pread from the page cache, {threads:2d} threads x 8 MiB reads: {pread_rate(path, threads):.1f} GB/s")
     os.remove(path)
 
     # 2. A sparse raw file larger than the GPU's memory: holes read as zeros.

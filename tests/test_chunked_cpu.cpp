@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "chunked/combine.hpp"
+#include "chunked/staging.hpp"
 #include "core/api_internal.hpp"
 #include "core/exact.cuh"
 #include "numerics_reference.hpp"
@@ -198,5 +199,29 @@ TEST(ChunkedCpu, RefusedCombinationsNameTheReason) {
   EXPECT_NE(error_of([&] { combiner c(st); }).find("b8"), std::string::npos);
 }
 
+}  // namespace
+}  // namespace tally::test
+
+namespace tally::test {
+namespace {
+// The staging's chunks: the shape's 8 MiB for large feeds, halved (down to 1 MiB) while a feed
+// holds fewer than 32 of them, from the feed's size alone; TALLY_CHUNK_MIB's size for every feed.
+TEST(ChunkedCpu, ChunkSizeFollowsTheFeedNotTheHost) {
+  chunked::staging_shape s;
+  s.chunk_bytes = std::size_t(8) << 20;
+  const std::uint64_t mib = std::uint64_t(1) << 20;
+  EXPECT_EQ(chunked::chunk_elements(s, (std::uint64_t(4) << 30) / 4, 4), 8 * mib / 4);  // 4 GiB
+  EXPECT_EQ(chunked::chunk_elements(s, 256 * mib / 4, 4), 8 * mib / 4);
+  EXPECT_EQ(chunked::chunk_elements(s, 256 * mib / 4 - 1, 4), 4 * mib / 4);
+  EXPECT_EQ(chunked::chunk_elements(s, 64 * mib / 8, 8), 2 * mib / 8);  // the reducer's 64 MiB feeds
+  EXPECT_EQ(chunked::chunk_elements(s, 1000, 4), mib / 4);
+  EXPECT_EQ(chunked::chunk_elements(s, 0, 2), mib / 2);
+  for (int threads : {1, 12, 64}) {  // the threads never enter
+    s.threads = threads;
+    EXPECT_EQ(chunked::chunk_elements(s, 100 * mib / 4, 4), 2 * mib / 4);
+  }
+  s.chunk_forced = true;  // TALLY_CHUNK_MIB=8
+  EXPECT_EQ(chunked::chunk_elements(s, 1000, 4), 8 * mib / 4);
+}
 }  // namespace
 }  // namespace tally::test

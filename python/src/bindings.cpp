@@ -44,6 +44,53 @@ tally::options options_of(const std::string& nan, const std::string& mode) {
   opt.mode = *m;
   return opt;
 }
+// The per-call functions take dtype, op, nan policy and mode as the enums' values (the Python
+// layer caches them per dtype and op): no strings to convert and parse on every call.
+tally::dtype dtype_at(int t) {
+  if (t < 0 || t >= tally::kDtypeCount) throw nb::value_error("tally: dtype id out of range");
+  return static_cast<tally::dtype>(t);
+}
+tally::op op_at(int o) {
+  if (o < 0 || o >= tally::kOpCount) throw nb::value_error("tally: op id out of range");
+  return static_cast<tally::op>(o);
+}
+tally::options options_at(int nan, int mode, bool check) {
+  if (nan < 0 || nan > 1 || mode < 0 || mode > 2) throw nb::value_error("tally: nan or mode id out of range");
+  tally::options opt;
+  opt.nan = static_cast<tally::nan_policy>(nan);
+  opt.mode = static_cast<tally::accuracy>(mode);
+  opt.check_memory = check;
+  return opt;
+}
+// Makes `device` current for a scope (as torch's device guard does), when it is given (>= 0) and
+// is not current already; the previous device comes back after.
+class device_guard {
+ public:
+  explicit device_guard(int device) {
+    if (device < 0) return;
+    int current = 0;
+    if (cudaGetDevice(&current) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return;  // no usable GPU: the call itself says so
+    }
+    if (current == device) return;
+    const cudaError_t e = cudaSetDevice(device);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw tally::error(std::string("tally: cudaSetDevice(") + std::to_string(device) +
+                         ") for an array on that GPU failed: " + cudaGetErrorString(e));
+    }
+    previous_ = current;
+  }
+  ~device_guard() {
+    if (previous_ >= 0 && cudaSetDevice(previous_) != cudaSuccess) (void)cudaGetLastError();
+  }
+  device_guard(const device_guard&) = delete;
+  device_guard& operator=(const device_guard&) = delete;
+
+ private:
+  int previous_ = -1;
+};
 const void* ptr(std::uintptr_t p) { return reinterpret_cast<const void*>(p); }
 tally::stream_t stream_of(std::uintptr_t s) { return reinterpret_cast<tally::stream_t>(s); }
 
@@ -110,8 +157,7 @@ buffer_pool& pool() {
 class device_array {
  public:
   device_array(std::size_t bytes, int device, std::uintptr_t stream, bool pooled)
-      : device_(device), stream_(stream), pooled_(pooled),
-        buf_(pooled ? pool().take(device, stream, bytes == 0 ? 16 : bytes) : tally::device_buffer(bytes == 0 ? 16 : bytes)) {}
+      : device_(device), stream_(stream), pooled_(pooled), buf_(make(bytes == 0 ? 16 : bytes, device, stream, pooled)) {}
   // Back to the pool unless a consumer (DLPack, the array interface) may still read it on a
   // stream of its own: exported buffers are freed (cudaFree waits for the device).
   ~device_array() {
@@ -130,6 +176,11 @@ class device_array {
   }
 
  private:
+  // Memory of `device` (made current while it is allocated).
+  static tally::device_buffer make(std::size_t bytes, int device, std::uintptr_t stream, bool pooled) {
+    const device_guard on(device);
+    return pooled ? pool().take(device, stream, bytes) : tally::device_buffer(bytes);
+  }
   int device_;
   std::uintptr_t stream_;
   bool pooled_ = true, exported_ = false;
@@ -165,15 +216,61 @@ NB_MODULE(_tally, m) {
         return nb::make_tuple(number(v), v.index);
       },
       "p"_a, "n"_a, "dtype"_a, "op"_a, "nan"_a = "propagate", "mode"_a = "fast", "stream"_a = 0);
+  m.def("dtype_id", [](const std::string& t) { return static_cast<int>(dtype_of(t)); });
+  m.def("op_id", [](const std::string& o) { return static_cast<int>(op_of(o)); });
+  m.def("nan_id", [](const std::string& nan) { return static_cast<int>(options_of(nan, "fast").nan); });
+  m.def("mode_id", [](const std::string& mode) { return static_cast<int>(options_of("propagate", mode).mode); });
+  // reduce into `out`. check = false skips the driver's pointer queries: only for an input that
+  // a framework describes as device memory of the current GPU and a result buffer tally made.
   m.def(
       "reduce",
-      [](std::uintptr_t p, std::uint64_t n, const std::string& t, const std::string& o, std::uintptr_t out,
-         const std::string& nan, const std::string& mode, std::uintptr_t stream) {
-        const tally::options opt = options_of(nan, mode);
-        nb::gil_scoped_release unlocked;
-        tally::reduce(ptr(p), n, dtype_of(t), op_of(o), reinterpret_cast<void*>(out), stream_of(stream), opt);
+      [](std::uintptr_t p, std::uint64_t n, int t, int o, std::uintptr_t out, int nan, int mode, std::uintptr_t stream,
+         int device, bool check) {
+        const tally::options opt = options_at(nan, mode, check);
+        const device_guard on(device);
+        nb::gil_scoped_release unlocked;  // a host input streams through staging: seconds, maybe
+        tally::reduce(ptr(p), n, dtype_at(t), op_at(o), reinterpret_cast<void*>(out), stream_of(stream), opt);
       },
-      "p"_a, "n"_a, "dtype"_a, "op"_a, "out"_a, "nan"_a = "propagate", "mode"_a = "fast", "stream"_a = 0);
+      "p"_a, "n"_a, "dtype"_a, "op"_a, "out"_a, "nan"_a, "mode"_a, "stream"_a, "device"_a = -1, "check"_a = true);
+  // The per-call path of tally.sum(x) and friends for a device array of a known GPU (device >= 0,
+  // made current for the call) or of the current one (-1): a pooled result buffer of `bytes` and
+  // the reduction into it, in one native call; the buffer is returned. Only enqueues, so the GIL
+  // is kept (as torch does for its launches) unless the memory is checked (a host input streams).
+  m.def(
+      "reduce_new",
+      [](std::uintptr_t p, std::uint64_t n, int t, int o, int nan, int mode, std::uintptr_t stream, int device,
+         std::size_t bytes, bool check) {
+        const tally::options opt = options_at(nan, mode, check);
+        const tally::dtype dt = dtype_at(t);
+        const tally::op op = op_at(o);
+        const device_guard on(device);
+        int current = device;
+        if (current < 0 && cudaGetDevice(&current) != cudaSuccess) (void)cudaGetLastError(), current = 0;
+        auto* a = new device_array(bytes, current, stream, true);
+        nb::object owner = nb::cast(a, nb::rv_policy::take_ownership);
+        if (check) {
+          nb::gil_scoped_release unlocked;
+          tally::reduce(ptr(p), n, dt, op, reinterpret_cast<void*>(a->address()), stream_of(stream), opt);
+        } else {
+          tally::reduce(ptr(p), n, dt, op, reinterpret_cast<void*>(a->address()), stream_of(stream), opt);
+        }
+        return owner;
+      },
+      "p"_a, "n"_a, "dtype"_a, "op"_a, "nan"_a, "mode"_a, "stream"_a, "device"_a, "bytes"_a, "check"_a);
+  // `count` calls of the C++ tally::reduce in a C++ loop (scripts/python-bench.py: the C++ call's
+  // time in the same process, beside the Python call's).
+  m.def(
+      "_reduce_loop",
+      [](std::uintptr_t p, std::uint64_t n, int t, int o, std::uintptr_t out, int nan, int mode, std::uintptr_t stream,
+         bool check, int count) {
+        const tally::options opt = options_at(nan, mode, check);
+        const tally::dtype dt = dtype_at(t);
+        const tally::op op = op_at(o);
+        nb::gil_scoped_release unlocked;
+        for (int i = 0; i < count; ++i)
+          tally::reduce(ptr(p), n, dt, op, reinterpret_cast<void*>(out), stream_of(stream), opt);
+      },
+      "p"_a, "n"_a, "dtype"_a, "op"_a, "out"_a, "nan"_a, "mode"_a, "stream"_a, "check"_a, "count"_a);
   m.def(
       "dot_value",
       [](std::uintptr_t x, std::uintptr_t y, std::uint64_t n, const std::string& t, const std::string& mode,
@@ -210,16 +307,16 @@ NB_MODULE(_tally, m) {
       "p"_a, "n"_a, "dtype"_a, "nan"_a = "propagate", "stream"_a = 0);
   m.def(
       "reduce_axis",
-      [](std::uintptr_t p, const std::vector<std::uint64_t>& dims, int axis, int count, const std::string& t,
-         const std::string& o, std::uintptr_t out, const std::string& nan, const std::string& mode,
-         std::uintptr_t stream) {
-        const tally::options opt = options_of(nan, mode);
+      [](std::uintptr_t p, const std::vector<std::uint64_t>& dims, int axis, int count, int t, int o,
+         std::uintptr_t out, int nan, int mode, std::uintptr_t stream, int device, bool check) {
+        const tally::options opt = options_at(nan, mode, check);
+        const device_guard on(device);
         nb::gil_scoped_release unlocked;
-        tally::reduce_axis(ptr(p), dims.data(), static_cast<int>(dims.size()), axis, count, dtype_of(t), op_of(o),
+        tally::reduce_axis(ptr(p), dims.data(), static_cast<int>(dims.size()), axis, count, dtype_at(t), op_at(o),
                            reinterpret_cast<void*>(out), stream_of(stream), opt);
       },
-      "p"_a, "dims"_a, "axis"_a, "count"_a, "dtype"_a, "op"_a, "out"_a, "nan"_a = "propagate", "mode"_a = "fast",
-      "stream"_a = 0);
+      "p"_a, "dims"_a, "axis"_a, "count"_a, "dtype"_a, "op"_a, "out"_a, "nan"_a, "mode"_a, "stream"_a,
+      "device"_a = -1, "check"_a = true);
   m.def(
       "stats_axis",
       [](std::uintptr_t p, const std::vector<std::uint64_t>& dims, int axis, int count, const std::string& t,

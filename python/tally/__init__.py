@@ -84,13 +84,17 @@ _kDLCPU, _kDLCUDA, _kDLCUDAHost, _kDLCUDAManaged = 1, 2, 3, 13
 class _Array:
     """What tally needs of an input: address, shape, dtype, where it lives, the stream to use."""
 
-    __slots__ = ("address", "shape", "dtype", "device", "stream", "keep", "n", "ordinal")
+    __slots__ = ("address", "shape", "dtype", "device", "stream", "keep", "n", "ordinal", "trusted")
 
-    def __init__(self, address, shape, dtype, device, stream, keep, ordinal=None):
+    def __init__(self, address, shape, dtype, device, stream, keep, ordinal=None, trusted=False, n=None):
         self.address, self.shape, self.dtype = address, tuple(shape), dtype
         self.device, self.stream, self.keep = device, stream, keep  # device: "cuda" | "cpu"
         self.ordinal = ordinal  # the GPU, when the producer says (else the current device)
-        self.n = _math.prod(self.shape)
+        # True when a framework describes the memory as device memory of GPU `ordinal` (torch,
+        # CuPy, DLPack): tally then skips the driver's pointer queries, which only repeat what the
+        # framework guarantees. The CUDA array interface names no GPU: its pointers are checked.
+        self.trusted = trusted
+        self.n = _math.prod(self.shape) if n is None else n
 
 
 def _contiguous(shape, strides, itemsize, what):
@@ -162,17 +166,24 @@ def _from_dlpack(obj, stream):
     strides = None if not t.strides else [t.strides[k] for k in range(t.ndim)]
     _contiguous(shape, strides, 0, type(obj).__name__)
     # The capsule keeps the producer's memory alive while tally reads it.
-    return _Array((t.data or 0) + t.byte_offset, shape, dtype, device, stream or 0, (obj, capsule))
+    trusted = dev_type == _kDLCUDA
+    return _Array((t.data or 0) + t.byte_offset, shape, dtype, device, stream or 0, (obj, capsule),
+                  dev_id if trusted else None, trusted)
 
 
 _TORCH_DTYPES = None
+_TORCH_TENSOR = None  # torch.Tensor, once torch has been seen
+_TORCH_RAW_STREAM = None
 
 
 def _from_torch(x, stream):
     """torch.Tensor without the protocols' per-call cost: its pointer, and its current stream."""
-    global _TORCH_DTYPES
+    global _TORCH_DTYPES, _TORCH_TENSOR, _TORCH_RAW_STREAM
     import torch
     if _TORCH_DTYPES is None:
+        _TORCH_TENSOR = torch.Tensor
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # the fast form of current_stream()
+        _TORCH_RAW_STREAM = raw if raw is not None else (lambda d: torch.cuda.current_stream(d).cuda_stream)
         _TORCH_DTYPES = {torch.bool: "b8", torch.int8: "i8", torch.uint8: "u8", torch.int16: "i16",
                          torch.int32: "i32", torch.int64: "i64", torch.float16: "f16", torch.bfloat16: "bf16",
                          torch.float32: "f32", torch.float64: "f64"}
@@ -186,13 +197,10 @@ def _from_torch(x, stream):
         raise ValueError(f"torch.Tensor: the tensor is not C-contiguous (shape {tuple(x.shape)}, strides "
                          f"{tuple(x.stride())} elements); pass x.contiguous()")
     if x.is_cuda:
-        if stream is None:
-            raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # the fast form of current_stream()
-            s = raw(x.device.index) if raw is not None else torch.cuda.current_stream(x.device).cuda_stream
-        else:
-            s = stream
-        return _Array(x.data_ptr(), x.shape, dtype, "cuda", s, x, x.get_device())
-    return _Array(x.data_ptr(), x.shape, dtype, "cpu", 0, x)
+        d = x.get_device()
+        s = _TORCH_RAW_STREAM(d) if stream is None else stream
+        return _Array(x.data_ptr(), x.shape, dtype, "cuda", s, x, d, True, x.numel())
+    return _Array(x.data_ptr(), x.shape, dtype, "cpu", 0, x, None, False, x.numel())
 
 
 def _from_cupy(x, stream):
@@ -202,7 +210,7 @@ def _from_cupy(x, stream):
         raise ValueError(f"cupy.ndarray: the array is not C-contiguous (shape {x.shape}, strides {x.strides} bytes); "
                          "pass cupy.ascontiguousarray(x)")
     s = stream if stream is not None else cupy.cuda.get_current_stream().ptr
-    return _Array(x.data.ptr, tuple(x.shape), tally_dtype(x.dtype.str), "cuda", s, x)
+    return _Array(x.data.ptr, tuple(x.shape), tally_dtype(x.dtype.str), "cuda", s, x, x.device.id, True, x.size)
 
 
 def _as_array(x, stream=None):
@@ -236,15 +244,15 @@ class Result:
     with ``.item()``, ``float()``, ``int()``, ``bool()`` and ``.numpy()`` to read them (blocking).
     argmin/argmax results export their int64 indices (``.values()`` gives the extreme values)."""
 
+    __slots__ = ("shape", "_dtype", "_op", "_stream", "_count", "_stats", "_arg", "_rtype", "_buffer", "_keep",
+                 "__weakref__")
+
     def __init__(self, shape, dtype, op, stream, ordinal=None):
-        self.shape, self._dtype, self._op, self._stream = tuple(shape), dtype, op, stream
-        n = _math.prod(self.shape)
-        self._count = n
-        self._stats = op == "stats"
-        self._arg = op in ("argmin", "argmax")
-        self._rtype, unit = _result_of(dtype, op)
+        rtype, unit = _result_of(dtype, op)
+        n = _math.prod(shape)
         device = _tally.current_device() if ordinal is None else ordinal
-        self._buffer = _tally.DeviceBuffer(unit * _builtins.max(n, 1), device, stream, True)
+        _fill(self, _tally.DeviceBuffer(unit * _builtins.max(n, 1), device, stream, True), tuple(shape), n, dtype, op,
+              stream, rtype, None)
 
     @property
     def address(self):
@@ -327,6 +335,16 @@ class Result:
         return f"tally.Result(shape={self.shape}, dtype={self.dtype}, op={self._op})"
 
 
+def _fill(r, buffer, shape, count, dtype, op, stream, rtype, keep):
+    r.shape, r._count, r._dtype, r._op, r._stream, r._rtype = shape, count, dtype, op, stream, rtype
+    r._stats, r._arg = op == "stats", op == "argmin" or op == "argmax"
+    r._buffer, r._keep = buffer, keep
+    return r
+
+
+_new_result = object.__new__
+
+
 @functools.lru_cache(maxsize=1024)
 def _result_of(dtype, op):
     """The result dtype of (dtype, op) and the bytes one result takes (records for arg ops, stats)."""
@@ -397,16 +415,49 @@ def _why(dtype, op, nan, mode):
     return _tally.why_unsupported(dtype, op, nan, mode)
 
 
-def _check_op(a, op, nan, mode, what):
+def _check_op(dtype, op, nan, mode, what):
     if op not in _OPS:
         raise ValueError(f"{what}: unknown op {op!r} ({', '.join(sorted(_OPS))})")
     if nan not in ("propagate", "ignore"):
         raise ValueError(f"{what}: nan must be 'propagate' or 'ignore', not {nan!r}")
     if mode not in ("fast", "compensated", "exact"):
         raise ValueError(f"{what}: mode must be 'fast', 'compensated' or 'exact', not {mode!r}")
-    why = _why(a.dtype, op, nan, mode)
+    why = _why(dtype, op, nan, mode)
     if why:
         raise ValueError(f"{what}: {why}")
+
+
+_PLANS = {}
+
+
+def _plan(dtype, op, nan, mode, what):
+    """(dtype, op, nan, mode) checked once, as the native layer's ids plus the result's dtype and
+    bytes: the per-call work of a reduction is a dictionary look-up."""
+    key = (dtype, op, nan, mode)
+    p = _PLANS.get(key)
+    if p is None:
+        _check_op(dtype, op, nan, mode, what)
+        rtype, unit = _result_of(dtype, op)
+        p = _PLANS[key] = (_tally.dtype_id(dtype), _tally.op_id(op), _tally.nan_id(nan), _tally.mode_id(mode), rtype,
+                           unit)
+    return p
+
+
+_TORCH_PLANS = {}  # (torch dtype, op, nan, mode) -> _plan(...)
+
+
+def _torch_fast(x, op, nan, mode):
+    """tally.<op>(t) of a contiguous CUDA tensor, all of it, on torch's current stream: the
+    shortest path (one native call that takes a pooled result buffer and launches)."""
+    key = (x.dtype, op, nan, mode)
+    p = _TORCH_PLANS.get(key)
+    if p is None:
+        dtype = _from_torch(x, None).dtype  # TypeError for a dtype tally does not reduce
+        p = _TORCH_PLANS[key] = _plan(dtype, op, nan, mode, f"tally.{op}") + (dtype,)
+    d = x.get_device()
+    s = _TORCH_RAW_STREAM(d)
+    buf = _tally.reduce_new(x.data_ptr(), x.numel(), p[0], p[1], p[2], p[3], s, d, p[5], False)
+    return _fill(_new_result(Result), buf, (), 1, p[6], op, s, p[4], x)
 
 
 def reduce(x, op="sum", axis=None, *, nan="propagate", mode="fast", stream=None, out=None):
@@ -414,7 +465,7 @@ def reduce(x, op="sum", axis=None, *, nan="propagate", mode="fast", stream=None,
     of adjacent ints). Device inputs: a Result on the device (or written into out, a Result from
     an earlier call). Host inputs: a Python number (or a NumPy array along an axis)."""
     a = _as_array(x, stream)
-    _check_op(a, op, nan, mode, f"tally.{op}")
+    _plan(a.dtype, op, nan, mode, f"tally.{op}")  # the arguments checked (once per combination)
     ax = _axes(axis, len(a.shape), f"tally.{op}")
     if a.device == "cpu":
         if ax is None:
@@ -437,6 +488,11 @@ def _to_device(a):
 
 def _reduce_device(a, op, ax, nan, mode, out):
     shape = () if ax is None else a.shape[:ax[0]] + a.shape[ax[0] + ax[1]:]
+    p = _plan(a.dtype, op, nan, mode, f"tally.{op}")
+    device = -1 if a.ordinal is None else a.ordinal
+    if out is None and ax is None:
+        buf = _tally.reduce_new(a.address, a.n, p[0], p[1], p[2], p[3], a.stream, device, p[5], not a.trusted)
+        return _fill(_new_result(Result), buf, (), 1, a.dtype, op, a.stream, p[4], a.keep)
     res = out if out is not None else Result(shape, a.dtype, op, a.stream, a.ordinal)
     if out is not None and (out.shape != shape or out._op != op or out._dtype != a.dtype):
         raise ValueError(f"tally.{op}: out holds {out.shape} {out._op} results of {out._dtype}, this call gives "
@@ -444,10 +500,12 @@ def _reduce_device(a, op, ax, nan, mode, out):
     if out is not None and out._stream != a.stream:
         raise ValueError(f"tally.{op}: out was made on stream {out._stream:#x} and this call runs on {a.stream:#x}: "
                          "reuse out only on its own stream")
+    # out= is a Result (tally's own buffer) or was refused above: only the input needs checking.
     if ax is None:
-        _tally.reduce(a.address, a.n, a.dtype, op, res.address, nan, mode, a.stream)
+        _tally.reduce(a.address, a.n, p[0], p[1], res.address, p[2], p[3], a.stream, device, not a.trusted)
     else:
-        _tally.reduce_axis(a.address, list(a.shape) or [1], ax[0], ax[1], a.dtype, op, res.address, nan, mode, a.stream)
+        _tally.reduce_axis(a.address, list(a.shape) or [1], ax[0], ax[1], p[0], p[1], res.address, p[2], p[3], a.stream,
+                           device, not a.trusted)
     res._keep = a.keep
     return res
 
@@ -455,13 +513,16 @@ def _reduce_device(a, op, ax, nan, mode, out):
 def reduce_value(x, op="sum", *, nan="propagate", mode="fast", stream=None):
     """The blocking form: the reduction of all of x as a Python number (argmin/argmax: the index)."""
     a = _as_array(x, stream)
-    _check_op(a, op, nan, mode, f"tally.{op}")
+    _plan(a.dtype, op, nan, mode, f"tally.{op}")
     v, index = _tally.reduce_value(a.address, a.n, a.dtype, op, nan, mode, a.stream)
     return index if op in ("argmin", "argmax") else v
 
 
 def _named(op, doc):
     def f(x, axis=None, *, nan="propagate", mode="fast", stream=None, out=None):
+        if type(x) is _TORCH_TENSOR and axis is None and stream is None and out is None and x.is_cuda \
+                and x.is_contiguous():
+            return _torch_fast(x, op, nan, mode)
         return reduce(x, op, axis, nan=nan, mode=mode, stream=stream, out=out)
     f.__name__ = op if op != "norm2" else "norm"
     f.__doc__ = doc

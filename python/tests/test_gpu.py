@@ -1,6 +1,9 @@
-"""The Python package on a GPU, against numpy: torch, cupy, numba and numpy inputs, every op family,
-axes, dot, stats, results through DLPack and the CUDA array interface, streams."""
+"""The Python package on a GPU, against numpy: torch, cupy, numba, JAX and numpy inputs, every op
+family, axes, dot, stats, results through DLPack and the CUDA array interface, streams, and the
+README's Python example as written."""
 import math
+import os
+import re
 
 import numpy as np
 import pytest
@@ -19,6 +22,13 @@ try:
     from numba import cuda as numba_cuda
 except ImportError:  # pragma: no cover
     numba_cuda = None
+try:
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # JAX: take GPU memory as needed
+    import jax
+    jax.config.update("jax_enable_x64", True)  # 64-bit dtypes stay 64-bit
+    JAX_GPU = [d for d in jax.devices() if d.platform == "gpu"]
+except Exception:  # pragma: no cover  (no jax, or no GPU backend for it)
+    jax, JAX_GPU = None, []
 
 RNG = np.random.default_rng(20261123)
 DTYPES = [np.int8, np.uint8, np.int16, np.int32, np.uint32, np.int64, np.uint64, np.float16, np.float32, np.float64]
@@ -39,6 +49,8 @@ def makers():
         out.append(("cupy", lambda a: cupy.asarray(a)))
     if numba_cuda is not None and numba_cuda.is_available():
         out.append(("numba", lambda a: numba_cuda.to_device(a)))
+    if JAX_GPU:
+        out.append(("jax", lambda a: jax.device_put(a, JAX_GPU[0])))
     return out
 
 
@@ -160,3 +172,49 @@ def test_empty_axes():
     assert st["count"] == [0] * 5
     assert tally.sum(e, axis=1).numpy().shape == (0,)
     assert tally.sum(e, axis=0).numpy().tolist() == [0.0] * 5
+
+
+@pytest.mark.skipif(torch is None or not torch.cuda.is_available(), reason="needs torch with CUDA")
+def test_torch_fast_path_matches_the_checked_path():
+    # tally.sum(t) of a whole contiguous CUDA tensor takes the one-native-call path that trusts
+    # torch's description of the memory; the general path (stream= given) checks it with the
+    # driver. Both give the same bits, for every op family and several dtypes.
+    for dt in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.uint8, torch.bool):
+        t = (torch.rand(100_003, device="cuda") * 100).to(dt)
+        s = torch.cuda.current_stream()
+        for op in ("any", "all") if dt == torch.bool else ("sum", "max", "argmin", "mean"):
+            fast = getattr(tally, op)(t)
+            checked = tally.reduce(t, op, stream=s)
+            assert fast.tolist() == checked.tolist(), (dt, op)
+    with pytest.raises(TypeError, match="complex"):
+        tally.sum(torch.ones(4, dtype=torch.complex64, device="cuda"))
+    with pytest.raises(ValueError, match="unknown op|mode must be"):
+        tally.sum(torch.ones(4, device="cuda"), mode="kahan")
+    # Results stay right when the caching allocator hands the input's memory to the next tensor.
+    vals = []
+    for k in range(50):
+        vals.append(tally.sum(torch.full((4096,), float(k), device="cuda")))
+    assert [r.item() for r in vals] == [4096.0 * k for k in range(50)]
+
+
+@pytest.mark.skipif(not JAX_GPU, reason="needs jax with a GPU backend")
+def test_jax_arrays_are_read_in_place():
+    a = RNG.uniform(-1, 1, (64, 257)).astype(np.float32)
+    x = jax.device_put(a, JAX_GPU[0])
+    assert math.isclose(value(tally.sum(x)), float(a.astype(np.float64).sum()), rel_tol=1e-5)
+    np.testing.assert_array_equal(tally.argmax(x, axis=1).numpy(), np.argmax(a, axis=1))
+    back = jax.dlpack.from_dlpack(tally.max(x, axis=0))  # results go back to JAX through DLPack
+    np.testing.assert_array_equal(np.asarray(back), a.max(axis=0))
+    assert tally.sum(jax.numpy.ones(1000, dtype=jax.numpy.bfloat16)).item() == 1000.0
+
+
+README = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
+
+
+@pytest.mark.skipif(not os.path.exists(README), reason="the README is in the source tree only")
+@pytest.mark.skipif(torch is None or not torch.cuda.is_available(), reason="the example uses torch")
+def test_readme_example_runs_as_written():
+    text = open(README, encoding="utf-8").read()
+    section = text[text.index("## From Python"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    exec(compile(code, "README.md (From Python)", "exec"), {})

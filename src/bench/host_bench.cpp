@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -101,44 +102,46 @@ report run_host_bench(const host_bench_options& opt) {
            {"value", "value"}},
           {}};
   double base = 0;
-  auto row = [&](const std::string& name, double s, const std::string& value) {
+  // The value is read after the timing has run (as a callable: the order in which a call's
+  // arguments are evaluated is unspecified, so a plain argument could show the previous value).
+  auto row = [&](const std::string& name, double s, const std::function<std::string()>& value) {
     if (base == 0) base = s;
-    t.rows.push_back({{"case", name}, {"ms", s * 1e3}, {"gbps", gb / s}, {"vs_copy", base / s}, {"value", value}});
+    t.rows.push_back({{"case", name}, {"ms", s * 1e3}, {"gbps", gb / s}, {"vs_copy", base / s}, {"value", value()}});
   };
   value v;
   say("cudaMemcpy + reduce");
   row("cudaMemcpy from pageable memory, then reduce", wall_median(opt.reps, [&] {
         check(cudaMemcpy(d, pageable.get(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy(bench)");
         v = reduce_value(d, n, dtype::f32, op::sum);
-      }), v.to_string());
+      }), [&] { return v.to_string(); });
   row("cudaMemcpy from pinned memory, then reduce", wall_median(opt.reps, [&] {
         check(cudaMemcpy(d, pinned, bytes, cudaMemcpyHostToDevice), "cudaMemcpy(bench)");
         v = reduce_value(d, n, dtype::f32, op::sum);
-      }), v.to_string());
+      }), [&] { return v.to_string(); });
   say("tally from host memory");
   row("tally::reduce_value(pageable): staged", wall_median(opt.reps, [&] {
         v = reduce_value(pageable.get(), n, dtype::f32, op::sum);
-      }), v.to_string());
+      }), [&] { return v.to_string(); });
   row("tally::reduce_value(pinned): read in place", wall_median(opt.reps, [&] {
         v = reduce_value(pinned, n, dtype::f32, op::sum);
-      }), v.to_string());
+      }), [&] { return v.to_string(); });
   options exact;
   exact.mode = accuracy::exact;
   value ve;
   row("tally::reduce_value(pageable), exact", wall_median(opt.reps, [&] {
         ve = reduce_value(pageable.get(), n, dtype::f32, op::sum, nullptr, exact);
-      }), ve.to_string());
+      }), [&] { return ve.to_string(); });
   const value vd = reduce_value(d, n, dtype::f32, op::sum, nullptr, exact);
   rep.meta["exact_same_bits_as_device"] = ve == vd ? "yes" : "NO: device " + vd.to_string();
   stats st;
   row("tally::stats_value(pageable)", wall_median(opt.reps, [&] { st = stats_value(pageable.get(), n, dtype::f32); }),
-      "mean " + std::to_string(st.mean));
+      [&] { return "mean " + std::to_string(st.mean); });
   row("tally::reducer, 64 MiB feeds from pageable", wall_median(opt.reps, [&] {
         reducer r = reducer::for_reduce(dtype::f32, op::sum);
         const std::uint64_t step = std::uint64_t(16) << 20;
         for (std::uint64_t at = 0; at < n; at += step) r.feed(pageable.get() + at, std::min(step, n - at));
         v = r.result();
-      }), v.to_string());
+      }), [&] { return v.to_string(); });
   rep.tables.push_back(std::move(t));
 
   if (opt.sweep) {

@@ -32,4 +32,9 @@ void fill_random(void* d_data, std::uint64_t n, dtype t, std::uint64_t seed, dou
 // Fills every byte of [d, d + bytes) with a value derived from seed (for poisoning).
 void fill_bytes(void* d, std::size_t bytes, unsigned char value, cudaStream_t stream = nullptr);
 
+// Enqueues a kernel that does nothing (one block of 32 threads, arguments the size of a reduce's):
+// with <<<>>> (pdl false) or with cudaLaunchKernelEx allowing programmatic dependent launch, as
+// tally launches its kernels. `tally bench calls`: the launch's own host cost.
+cudaError_t launch_empty(cudaStream_t stream, bool pdl);
+
 }  // namespace tally::bench

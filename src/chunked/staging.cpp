@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -64,6 +65,57 @@ int env_int(const char* name, int fallback, int lo, int hi) {
   return static_cast<int>(x);
 }
 
+// Worker threads kept for the life of the process (started by a device's first feed that needs
+// them, more when a later one asks for more): a feed hands them its job instead of starting and
+// joining threads of its own, which cost tens of microseconds each on every feed.
+class worker_pool {
+ public:
+  // Runs job() on `threads` of the workers at once; wait() returns when every one has returned.
+  // One job at a time (the device's staging is held while it runs).
+  void start(int threads, int ordinal, const std::function<void()>& job) {
+    std::lock_guard<std::mutex> lk(m_);
+    while (started_ < threads) {
+      std::thread([this, ordinal] { loop(ordinal); }).detach();
+      ++started_;
+    }
+    job_ = &job;
+    ++generation_;
+    wanted_ = threads;
+    taken_ = 0;
+    remaining_ = threads;
+    work_.notify_all();
+  }
+  void wait() {
+    std::unique_lock<std::mutex> lk(m_);
+    done_.wait(lk, [&] { return remaining_ == 0; });
+    job_ = nullptr;
+  }
+
+ private:
+  void loop(int ordinal) {
+    if (cudaSetDevice(ordinal) != cudaSuccess) (void)cudaGetLastError();  // the job checks it again
+    std::uint64_t seen = 0;
+    for (;;) {
+      const std::function<void()>* job = nullptr;
+      {
+        std::unique_lock<std::mutex> lk(m_);
+        work_.wait(lk, [&] { return generation_ != seen && taken_ < wanted_; });
+        seen = generation_;
+        ++taken_;
+        job = job_;
+      }
+      (*job)();  // catches its own exceptions
+      std::lock_guard<std::mutex> lk(m_);
+      if (--remaining_ == 0) done_.notify_all();
+    }
+  }
+  std::mutex m_;
+  std::condition_variable work_, done_;
+  const std::function<void()>* job_ = nullptr;
+  std::uint64_t generation_ = 0;
+  int started_ = 0, wanted_ = 0, taken_ = 0, remaining_ = 0;
+};
+
 // The pipeline's memory and synchronisation on one device, made on its first host feed.
 struct device_staging {
   std::mutex busy;  // one feed at a time on a device
@@ -76,6 +128,7 @@ struct device_staging {
   cudaEvent_t copied[kDeviceBuffers] = {}, reduced[kDeviceBuffers] = {};
   std::mutex one_shot_mutex;  // host_reduce's accumulation memory
   std::unique_ptr<accumulation_memory> one_shot;
+  worker_pool workers;
 
   void release() noexcept {
     if (copy != nullptr && cudaStreamSynchronize(copy) != cudaSuccess) (void)cudaGetLastError();
@@ -157,9 +210,18 @@ staging_shape current_shape() {
   // (two runs); the chunk size changed nothing from 2 to 64 MiB. Three quarters of the cores
   // leave one for the dispatching thread and the copies' interrupts.
   s.threads = env_int("TALLY_HOST_THREADS", static_cast<int>(std::min(16u, std::max(1u, hw * 3 / 4))), 1, 256);
+  const char* forced = std::getenv("TALLY_CHUNK_MIB");
+  s.chunk_forced = forced != nullptr && *forced != '\0';
   s.chunk_bytes = static_cast<std::size_t>(env_int("TALLY_CHUNK_MIB", 8, 1, 1024)) << 20;
   s.slots = s.threads + 3;
   return s;
+}
+
+std::uint64_t chunk_elements(const staging_shape& s, std::uint64_t n, std::size_t elem) {
+  std::size_t bytes = s.chunk_bytes;
+  if (!s.chunk_forced)
+    while (bytes > (std::size_t(1) << 20) && n * elem < 32 * std::uint64_t(bytes)) bytes /= 2;
+  return bytes / elem;
 }
 
 void feed(accumulation& acc, const source* src, int inputs, std::uint64_t n) {
@@ -178,7 +240,7 @@ void feed(accumulation& acc, const source* src, int inputs, std::uint64_t n) {
   std::lock_guard<std::mutex> busy(st.busy);
   st.prepare(current_shape(), inputs);
   const staging_shape shape = st.shape;
-  const std::uint64_t chunk = shape.chunk_bytes / elem;
+  const std::uint64_t chunk = chunk_elements(shape, n, elem);
   const std::uint64_t chunks = (n + chunk - 1) / chunk;
   const int slots = shape.slots;
 
@@ -204,7 +266,7 @@ void feed(accumulation& acc, const source* src, int inputs, std::uint64_t n) {
     }
   };
   const int ordinal = acc.device().ordinal;
-  auto worker = [&]() {
+  const std::function<void()> worker = [&]() {
     try {
       // This thread's CUDA calls (event waits) belong to the reducer's device, not device 0.
       check_cuda(cudaSetDevice(ordinal), "cudaSetDevice(a staging worker)");
@@ -235,11 +297,11 @@ void feed(accumulation& acc, const source* src, int inputs, std::uint64_t n) {
   };
 
   const int nthreads = static_cast<int>(std::min<std::uint64_t>(shape.threads, chunks));
-  std::vector<std::thread> threads;
+  bool started = false;
   try {
     if (nthreads > 1) {
-      threads.reserve(nthreads);
-      for (int k = 0; k < nthreads; ++k) threads.emplace_back(worker);
+      st.workers.start(nthreads, ordinal, worker);
+      started = true;
     }
     const cudaStream_t reduce_stream = acc.stream();
     for (std::uint64_t j = 0; j < chunks; ++j) {
@@ -283,7 +345,7 @@ void feed(accumulation& acc, const source* src, int inputs, std::uint64_t n) {
     abort = true;
     cv.notify_all();
   }
-  for (std::thread& t : threads) t.join();
+  if (started) st.workers.wait();
   if (failure) std::rethrow_exception(failure);
 }
 

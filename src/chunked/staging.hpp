@@ -42,9 +42,17 @@ source source_for(const char* fn, const char* name, const void* p, std::uint64_t
 struct staging_shape {
   int threads = 1;
   std::size_t chunk_bytes = 0;
+  bool chunk_forced = false;  // TALLY_CHUNK_MIB: every feed is cut at chunk_bytes
   int slots = 0;
 };
 staging_shape current_shape();
+
+// Elements per chunk of a feed of n elements of elem bytes: chunk_bytes, or for a feed of fewer
+// than 32 such chunks a smaller power-of-two part of it (down to 1 MiB), so that the first chunk
+// is filled, and the copies start, sooner (the reducer's feeds of tens of MiB). A function of n
+// and the shape's chunk_bytes alone: the pieces, and so a fast float sum's rounding, do not depend
+// on the host's threads or timing.
+std::uint64_t chunk_elements(const staging_shape& s, std::uint64_t n, std::size_t elem);
 
 // Reduces n elements of each of `inputs` sources (1; 2 for dot) into acc: all-device feeds as one
 // piece, others chunk by chunk through the current device's staging. Returns once every host

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "bench/core_bench.hpp"
+#include "bench/calls_bench.hpp"
 #include "bench/host_bench.hpp"
 #include "bench/numerics_bench.hpp"
 #include "bench/segmented_bench.hpp"
@@ -321,6 +322,13 @@ int main(int argc, char** argv) {
   hostb->add_flag("--quick", host_quick, "fewer repetitions");
   hostb->add_flag("--no-sweep", host_no_sweep, "skip the threads and chunk-size tables");
 
+  output_files calls_out;
+  tally::bench::calls_bench_options calls_opt;
+  auto* callsb = bench->add_subcommand(
+      "calls", "what one small call costs the calling thread: reduce's enqueue and the driver queries behind its checks");
+  add_output_options(callsb, calls_out);
+  callsb->add_option("--calls", calls_opt.calls, "calls per timed loop")->check(CLI::Range(10, 1000000));
+
   const char* kDtypeHelp =
       "element type of a raw file: i8 u8 i16 u16 i32 u32 i64 u64 f16 bf16 f32 f64 b8 "
       "(a .npy file names its own)";
@@ -467,6 +475,12 @@ int main(int argc, char** argv) {
       tally::cli::progress p("bench host");
       host_opt.progress = [&](const std::string& s) { p.step(s); };
       emit(tally::bench::run_host_bench(host_opt), host_out);
+      return 0;
+    }
+    if (callsb->parsed()) {
+      tally::cli::progress p("bench calls");
+      calls_opt.progress = [&](const std::string& s) { p.step(s); };
+      emit(tally::bench::run_calls_bench(calls_opt), calls_out);
       return 0;
     }
     if (red->parsed())

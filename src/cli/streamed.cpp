@@ -21,8 +21,10 @@ void fill_from_files(void* context, int input, void* dst, std::uint64_t first, s
   p->files[input]->read(dst, p->base + first, count);
 }
 
-// Feeds all of the files to r in pieces of 1 GiB (a whole number of the reducer's chunks, so the
-// result is that of one feed), with a progress line.
+// Feeds all of the files to r in pieces of 1 GiB, the last one taking the rest (1 to 2 GiB): each
+// a whole number of the reducer's chunks and none short enough for smaller chunks
+// (chunked::chunk_elements), so the result is that of one feed of the whole file. With a progress
+// line.
 void feed_files(reducer& r, const io::array_file* x, const io::array_file* y) {
   file_pieces pieces;
   pieces.files[0] = x;
@@ -32,15 +34,16 @@ void feed_files(reducer& r, const io::array_file* x, const io::array_file* y) {
   const double total_gib = static_cast<double>(n * es * (y ? 2 : 1)) / 1073741824.0;
   progress bar("reading " + x->path() + (y ? " and " + y->path() : std::string()));
   const auto start = std::chrono::steady_clock::now();
-  for (std::uint64_t at = 0; at < n || (n == 0 && at == 0); at += step) {
-    const std::uint64_t count = std::min(step, n - at);
+  std::uint64_t at = 0;
+  do {
+    const std::uint64_t count = n - at < 2 * step ? n - at : step;
     pieces.base = at;
     r.feed_from(count, fill_from_files, &pieces);
-    if (n == 0) break;
+    at += count;
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const double done = static_cast<double>((at + count) * es * (y ? 2 : 1));
+    const double done = static_cast<double>(at * es * (y ? 2 : 1));
     bar.step(fmt::format("{:.1f} of {:.1f} GiB, {:.1f} GB/s", done / 1073741824.0, total_gib, done / s / 1e9));
-  }
+  } while (at < n);
 }
 
 }  // namespace

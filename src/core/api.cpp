@@ -76,11 +76,15 @@ std::string bad_enums(dtype t, const options& opt) {
 std::string refusal(dtype t, op o, const options& opt) {
   if (!valid(o)) return describe(o);
   if (std::string bad = bad_enums(t, opt); !bad.empty()) return bad;
-  const std::string pair = std::string("op ") + kOps[static_cast<int>(o)] + " is not defined for dtype " + row(t).name;
-  if (t == dtype::b8 && o != op::all && o != op::any) return pair + " (b8 supports only all and any)";
-  if (is_bitwise(o) && !row(t).is_int) return pair + " (bitwise ops need an integer dtype)";
+  // Built only for a refusal: this runs on every call (several times), and the answer is nearly
+  // always "".
+  const auto pair = [&] {
+    return std::string("op ") + kOps[static_cast<int>(o)] + " is not defined for dtype " + row(t).name;
+  };
+  if (t == dtype::b8 && o != op::all && o != op::any) return pair() + " (b8 supports only all and any)";
+  if (is_bitwise(o) && !row(t).is_int) return pair() + " (bitwise ops need an integer dtype)";
   if ((o == op::sum_sq || o == op::norm2) && !row(t).is_float)
-    return pair + " (sum_sq and norm2 need a float dtype: f16, bf16, f32 or f64)";
+    return pair() + " (sum_sq and norm2 need a float dtype: f16, bf16, f32 or f64)";
   if (opt.nan == nan_policy::ignore && o != op::min && o != op::max && !is_arg(o))
     return std::string("nan_policy ignore applies to min, max, argmin, argmax and stats, not to op ") +
            kOps[static_cast<int>(o)];

@@ -141,36 +141,37 @@ bool check_access(const char* fn, const char* name, const void* p, std::uint64_t
   const memory_facts f = inspect_memory(p, dev.ordinal);
   if (!f.known) return false;
   const std::uintptr_t at = reinterpret_cast<std::uintptr_t>(p);
-  const std::string head = std::string("tally::") + fn + ": " + name + " " + hex(at) + " ";
+  // The message's start, built only when a check fails (this runs on every call).
+  const auto head = [&] { return std::string("tally::") + fn + ": " + name + " " + hex(at) + " "; };
   switch (f.kind) {
     case memory_kind::host_pageable:
       // Callers that take host memory stream it through pinned staging even where the GPU could
       // read it in place (HMM / ATS): faster, and read before the call returns.
       if (allow_host) {
         if (host_readable(at, bytes)) return true;
-        throw error(head + "is neither memory the GPU can read nor " + std::to_string(bytes) +
+        throw error(head() + "is neither memory the GPU can read nor " + std::to_string(bytes) +
                     " bytes of host memory this process can read (a freed or stray pointer, or a host array "
                     "shorter than " + std::to_string(count) + " x " + unit + ")");
       }
       if (dev.pageable_access) return false;  // the GPU reads pageable memory (HMM / ATS); no range known
-      throw error(head + "is not memory the GPU can " + (write ? "write" : "read") +
+      throw error(head() + "is not memory the GPU can " + (write ? "write" : "read") +
                   ": CUDA has no allocation there (a host array such as a std::vector's data, or a freed or "
                   "stray pointer). Copy host data to the device first (or pin it with cudaHostRegister).");
     case memory_kind::host_pinned:
       if (f.device_address != 0 && f.device_address != at)
-        throw error(head + "is pinned host memory that kernels see at another address (" + hex(f.device_address) +
+        throw error(head() + "is pinned host memory that kernels see at another address (" + hex(f.device_address) +
                     "): pass the pointer cudaHostGetDevicePointer gives.");
       break;
     case memory_kind::device:
       if (f.device != dev.ordinal && !f.peer_readable)
-        throw error(head + "is memory of device " + std::to_string(f.device) + ", but the current device is " +
+        throw error(head() + "is memory of device " + std::to_string(f.device) + ", but the current device is " +
                     std::to_string(dev.ordinal) + " (no peer access): call cudaSetDevice(" +
                     std::to_string(f.device) + ") first, or enable peer access.");
       break;
     case memory_kind::managed: break;
   }
   if (f.end != 0 && (at < f.begin || bytes > f.end - at))
-    throw error(head + "needs " + std::to_string(bytes) + " bytes (" + std::to_string(count) + " x " + unit + ", " +
+    throw error(head() + "needs " + std::to_string(bytes) + " bytes (" + std::to_string(count) + " x " + unit + ", " +
                 std::to_string(unit_bytes) + " bytes each), but its allocation (" +
                 to_string(f.kind) + " " + hex(f.begin) + ", " + std::to_string(f.end - f.begin) + " bytes) has only " +
                 std::to_string(at >= f.begin && at < f.end ? f.end - at : 0) + " from there" +

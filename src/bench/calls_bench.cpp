@@ -1,0 +1,127 @@
+// `tally bench calls` (see calls_bench.hpp).
+#include "bench/calls_bench.hpp"
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "bench/probe.hpp"
+#include "bench/timing.hpp"
+#include "core/context.hpp"
+#include "core/memory.hpp"
+#include "tally/tally.hpp"
+
+namespace tally::bench {
+namespace {
+
+template <class Fn>
+Fn driver_entry(const char* name) {
+  void* p = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  check(cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &found), name);
+  if (found != cudaDriverEntryPointSuccess) throw error(std::string("tally bench calls: the driver has no ") + name);
+  return reinterpret_cast<Fn>(p);
+}
+
+using get_attribute_fn = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
+using get_attributes_fn = CUresult (*)(unsigned int, CUpointer_attribute*, void**, CUdeviceptr);
+using address_range_fn = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
+
+// Host microseconds per call of f: `loops` loops of `calls` calls, each loop followed by a
+// synchronise of the stream (so launches never fill the queue), the median loop.
+template <class F>
+double host_us(const calls_bench_options& opt, cudaStream_t s, F&& f) {
+  for (int i = 0; i < 200; ++i) f();
+  check(cudaStreamSynchronize(s), "cudaStreamSynchronize(bench calls)");
+  std::vector<double> us;
+  for (int l = 0; l < opt.loops; ++l) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < opt.calls; ++i) f();
+    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / opt.calls);
+    check(cudaStreamSynchronize(s), "cudaStreamSynchronize(bench calls)");
+  }
+  return median(us);
+}
+
+}  // namespace
+
+report run_calls_bench(const calls_bench_options& opt) {
+  const device_info dev = current_device();
+  report rep;
+  stamp_report(rep, "calls", dev, ceiling{});
+  rep.meta.erase("read_ceiling_gbps");  // no bandwidth here
+  rep.meta.erase("theoretical_gbps");
+  rep.meta["timing"] = "host wall clock per call: loops of " + std::to_string(opt.calls) +
+                       " calls, a stream synchronise after each loop, the median of " + std::to_string(opt.loops);
+  auto say = [&](const std::string& s) {
+    if (opt.progress) opt.progress(s);
+  };
+  cudaStream_t s = nullptr;
+  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags(bench calls)");
+  const std::uint64_t n = 1024;
+  device_buffer in(n * sizeof(float)), out(64);
+  check(cudaMemset(in.get(), 0, n * sizeof(float)), "cudaMemset(bench calls)");
+  const auto get1 = driver_entry<get_attribute_fn>("cuPointerGetAttribute");
+  const auto get5 = driver_entry<get_attributes_fn>("cuPointerGetAttributes");
+  const auto range = driver_entry<address_range_fn>("cuMemGetAddressRange");
+  const auto dp = reinterpret_cast<CUdeviceptr>(in.get());
+  volatile unsigned long long sink = 0;
+
+  // The queries alone.
+  struct step {
+    const char* name;
+    std::function<void()> f;
+  };
+  const std::vector<step> queries = {
+      {"cudaGetDevice", [&] { int d = 0; (void)cudaGetDevice(&d); sink = sink + d; }},
+      {"cudaStreamIsCapturing", [&] { cudaStreamCaptureStatus c{}; (void)cudaStreamIsCapturing(s, &c); sink = sink + c; }},
+      {"cuPointerGetAttribute(BUFFER_ID)", [&] { unsigned long long id = 0; (void)get1(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, dp); sink = sink + id; }},
+      {"cuPointerGetAttribute(RANGE_SIZE)", [&] { size_t z = 0; (void)get1(&z, CU_POINTER_ATTRIBUTE_RANGE_SIZE, dp); sink = sink + z; }},
+      {"cuMemGetAddressRange", [&] { CUdeviceptr b = 0; size_t z = 0; (void)range(&b, &z, dp); sink = sink + z; }},
+      {"cuPointerGetAttributes (5 attributes)", [&] {
+         CUpointer_attribute a[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                    CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                    CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+         unsigned long long v[5] = {};
+         void* d[5] = {&v[0], &v[1], &v[2], &v[3], &v[4]};
+         (void)get5(5, a, d, dp);
+         sink = sink + v[4];
+       }},
+      {"cudaPointerGetAttributes", [&] { cudaPointerAttributes a{}; (void)cudaPointerGetAttributes(&a, in.get()); sink = sink + a.device; }},
+      {"core::inspect_memory (tally's check of one pointer)", [&] { sink = sink + core::inspect_memory(in.get()).end; }},
+  };
+  table q{"the queries alone (host us per call)", {{"query", "query"}, {"us", "us", 3}}, {}};
+  say("queries");
+  for (const step& st : queries) q.rows.push_back({{"query", st.name}, {"us", host_us(opt, s, st.f)}});
+
+  // A reduce of 2^10 f32, checks on and off, and checks off plus two of each query (as many
+  // as a checked call makes): does a query cost the launch after it more than its own time?
+  options on, off;
+  off.check_memory = false;
+  auto reduce_with = [&](const options& o) { reduce(in.get(), n, dtype::f32, op::sum, out.get(), s, o); };
+  table r{"reduce of 2^10 f32 enqueued in a loop (host us per call)",
+          {{"call", "call"}, {"us", "us", 3}, {"over", "over checks off", 3}}, {}};
+  say("reduce");
+  const double base = host_us(opt, s, [&] { reduce_with(off); });
+  auto add = [&](const std::string& name, double us) { r.rows.push_back({{"call", name}, {"us", us}, {"over", us - base}}); };
+  add("cudaMemsetAsync of 4 bytes (an enqueue's floor)", host_us(opt, s, [&] { (void)cudaMemsetAsync(out.get(), 0, 4, s); }));
+  add("an empty kernel, <<<>>>", host_us(opt, s, [&] { (void)launch_empty(s, false); }));
+  add("an empty kernel, cudaLaunchKernelEx with PDL", host_us(opt, s, [&] { (void)launch_empty(s, true); }));
+  add("core::plan (reduce's planning, nothing launched)",
+      host_us(opt, s, [&] { sink = sink + core::plan(dtype::f32, op::sum, n, off).blocks; }));
+  add("tally::reduce, memory checks off", base);
+  add("tally::reduce, memory checks on", host_us(opt, s, [&] { reduce_with(on); }));
+  for (const step& st : queries)
+    add(std::string("checks off + 2 x ") + st.name, host_us(opt, s, [&] { st.f(); st.f(); reduce_with(off); }));
+  add("tally::reduce, memory checks off (again)", host_us(opt, s, [&] { reduce_with(off); }));
+  check(cudaStreamDestroy(s), "cudaStreamDestroy(bench calls)");
+  rep.tables.push_back(std::move(q));
+  rep.tables.push_back(std::move(r));
+  return rep;
+}
+
+}  // namespace tally::bench
