@@ -1,15 +1,36 @@
 #!/usr/bin/env python3
-"""Prints the README's ratio tables (graph / stream / per call) from the benchmark reports.
+"""Prints the README's ratio tables (graph / stream / per call) from the benchmark reports (the
+markdown or the JSON form), and the accuracy/stats table (% of the fast sum's bandwidth).
 
-    python3 scripts/readme_tables.py docs/data/bench-core-h100.md docs/data/bench-numerics-h100.md
+    python3 scripts/readme_tables.py docs/data/bench-core-h100.md docs/data/bench-numerics-h100.json
 """
+import json
 import sys
 
 CORE = ["sum f32", "sum f64", "sum i32", "min f32", "max f32"]
 NUMERICS = ["argmin f32", "argmax f32", "dot f32", "dot f64", "sum f16", "sum bf16"]
 
 
+def read_json(path):
+    tables, accuracy = {}, {}
+    for t in json.load(open(path))["tables"]:
+        title = t["title"].split(" — ")[0].strip()
+        for r in t["rows"]:
+            if r.get("cache", "warm") != "warm":
+                continue
+            if "graph_ratio" in r:
+                tables.setdefault(title, {})[r["n"]] = \
+                    f"{r['graph_ratio']:.2f} / {r['stream_ratio']:.2f} / {r['per_call_ratio']:.2f}"
+            for key, name in (("pct_comp_of_fast", "compensated"), ("pct_exact_of_fast", "exact"),
+                              ("pct_stats_of_sum", "stats")):
+                if key in r:
+                    accuracy.setdefault(f"{name} {r['dtype']}", {})[r["n"]] = f"{r[key]:.1f}"
+    return tables, accuracy
+
+
 def read(path):
+    if path.endswith(".json"):
+        return read_json(path)[0]
     tables, title, seen = {}, None, set()
     for line in open(path):
         if line.startswith("### "):
@@ -42,3 +63,11 @@ if __name__ == "__main__":
     print(table(tabs, CORE))
     print()
     print(table(tabs, NUMERICS))
+    for p in sys.argv[1:]:
+        if p.endswith(".json"):
+            acc = read_json(p)[1]
+            if acc:
+                print()
+                print("| " + p + " | 2^26 / 2^28 / 2^30 |\n|---|---|")
+                for name, cells in acc.items():
+                    print(f"| {name} | " + " / ".join(cells.get(n, "-") for n in ("2^26", "2^28", "2^30")) + " |")
