@@ -49,7 +49,7 @@ def main():
     args = ap.parse_args()
     assert torch is not None and torch.cuda.is_available(), "needs torch with CUDA"
     rows = []
-    print(f"# tally from Python, {torch.cuda.get_device_name()} ({datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC)\n")
+    print(f"# tally from Python, {torch.cuda.get_device_name()} ({datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC)\n")
     print("| n | torch t.sum() us | tally.sum(t) us | ratio torch/tally | C++ call us | Python layer us | cupy.sum us | tally.sum(cupy) us | ratio |")
     print("|---|---|---|---|---|---|---|---|---|")
     for k in range(10, args.max_log2 + 1, 2):
