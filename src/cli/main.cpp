@@ -427,21 +427,20 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     if (info->parsed()) return cmd_info(info_json);
+    // A benchmark with a progress line on stderr, its report written as asked.
+    const auto bench_run = [&](const char* name, auto& o, auto run, const output_files& out) {
+      tally::cli::progress p(std::string("bench ") + name);
+      o.progress = [&](const std::string& s) { p.step(s); };
+      emit(run(o), out);
+      return 0;
+    };
     if (core->parsed()) {
-      tally::cli::progress p("bench core");
       tally::bench::core_bench_options o;
       o.quick = core_quick;
       o.cold = !core_no_cold;
-      o.progress = [&](const std::string& s) { p.step(s); };
-      emit(tally::bench::run_core_bench(o), core_out);
-      return 0;
+      return bench_run("core", o, tally::bench::run_core_bench, core_out);
     }
-    if (tune->parsed()) {
-      tally::cli::progress p("bench tune");
-      tune_opt.progress = [&](const std::string& s) { p.step(s); };
-      emit(tally::bench::run_tune(tune_opt), tune_out);
-      return 0;
-    }
+    if (tune->parsed()) return bench_run("tune", tune_opt, tally::bench::run_tune, tune_out);
     if (numerics->parsed()) {
       tally::bench::numerics_bench_options o;
       for (const auto& n : num_sizes) o.sizes.push_back(tally::lab::parse_size(n));
@@ -464,25 +463,14 @@ int main(int argc, char** argv) {
       tally::bench::segmented_bench_options o;
       o.log2_totals = seg_totals;
       o.quick = seg_quick;
-      tally::cli::progress p("bench segmented");
-      o.progress = [&](const std::string& s) { p.step(s); };
-      emit(tally::bench::run_segmented_bench(o), seg_out);
-      return 0;
+      return bench_run("segmented", o, tally::bench::run_segmented_bench, seg_out);
     }
     if (hostb->parsed()) {
       host_opt.reps = host_quick ? 3 : host_opt.reps;
       host_opt.sweep = !host_no_sweep;
-      tally::cli::progress p("bench host");
-      host_opt.progress = [&](const std::string& s) { p.step(s); };
-      emit(tally::bench::run_host_bench(host_opt), host_out);
-      return 0;
+      return bench_run("host", host_opt, tally::bench::run_host_bench, host_out);
     }
-    if (callsb->parsed()) {
-      tally::cli::progress p("bench calls");
-      calls_opt.progress = [&](const std::string& s) { p.step(s); };
-      emit(tally::bench::run_calls_bench(calls_opt), calls_out);
-      return 0;
-    }
+    if (callsb->parsed()) return bench_run("calls", calls_opt, tally::bench::run_calls_bench, calls_out);
     if (red->parsed())
       return cmd_reduce(reduce_path, reduce_op, reduce_dtype, reduce_nan, reduce_mode,
                         reduce_print, reduce_axes, reduce_out);
