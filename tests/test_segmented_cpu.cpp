@@ -65,6 +65,33 @@ TEST(SegmentedPlanCpu, StrategyFollowsTheShape) {
   EXPECT_EQ(pl.col_vecs, 4);
   EXPECT_GT(pl.per_seg, 1u);
   EXPECT_LE(pl.per_seg * 16u * 4u, 4u << 20);  // partials fit the buffer
+  // Short axes, or enough results for every resident thread: thin (a thread per vector of
+  // results); four vectors per thread only for axes shorter than its eight loads and small
+  // accumulators (f32 sum, not argmax's 16 bytes).
+  pl = seg::make_plan(columns(16, 1u << 20), 4, 4, false, h100());
+  EXPECT_EQ(pl.how, seg::strategy::thin);
+  EXPECT_EQ(pl.group, 1);
+  pl = seg::make_plan(columns(1, 1u << 24), 4, 4, false, h100());
+  EXPECT_EQ(pl.how, seg::strategy::thin);
+  EXPECT_EQ(pl.group, seg::kThinWide);
+  EXPECT_EQ(seg::make_plan(columns(1, 1u << 24), 4, 16, false, h100()).group, 1);
+  EXPECT_EQ(seg::make_plan(columns(256, 1u << 20), 4, 4, false, h100()).how, seg::strategy::thin);
+  EXPECT_EQ(seg::make_plan(columns(4096, 1u << 16), 4, 4, false, h100()).how, seg::strategy::columns);
+  // Blocks per tile: one full wave of the columns kernel's resident blocks where that fills the
+  // GPU (132 SMs x 8 by default; with the kernel's real residency, 5 per SM, the rule follows
+  // it), else about two waves of smaller shares (4096 rows x 2^16: 512 tiles).
+  seg::device_limits five = h100();
+  five.columns_blocks_per_sm = 5;
+  pl = seg::make_plan(columns(1u << 16, 4096), 4, 4, false, five);
+  EXPECT_EQ(pl.how, seg::strategy::columns);
+  EXPECT_LE(pl.blocks, 132u * 5);
+  EXPECT_GE(pl.blocks * 10, 132u * 5 * 9);
+  seg::device_limits six = h100();
+  six.columns_blocks_per_sm = 6;
+  pl = seg::make_plan(columns(4096, 1u << 16), 4, 4, false, six);
+  EXPECT_EQ(pl.how, seg::strategy::columns);
+  EXPECT_GE(pl.blocks, 2u * 132 * 6);
+  EXPECT_LE(pl.per_seg * pl.col_vecs * 4u, 16u << 10);
   // Unaligned rows (ld * 4 not a multiple of 16): element loads.
   seg::problem c = columns(1000, 7);
   EXPECT_FALSE(seg::make_plan(c, 4, 4, false, h100()).vec);

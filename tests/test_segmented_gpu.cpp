@@ -136,6 +136,7 @@ void rows_suite() {
   const std::uint64_t shapes[][3] = {
       {0, 5, 5}, {5, 0, 0}, {1, 1, 1}, {1, 1000, 1000}, {1000, 1, 3}, {3, 33, 35}, {64, 16, 16},
       {257, 7, 9}, {100, 256, 260}, {9, 4099, 4099}, {2, 200003, 200005}, {1000, 1, 1},
+      {8, 1024, 1024}, {16, 4096, 4100}, {17, 300, 300},  // thin columns (16-byte loads), the first long axis
   };
   for (const auto& s : shapes) rows_case<T>(s[0], s[1], s[2]);
   for (std::uint64_t cols = 1; cols <= 33; ++cols) rows_case<T>(19, cols, cols + (cols % 3));
@@ -145,6 +146,7 @@ void rows_suite() {
     rows_case<T>(1u << 12, 12, 16);   // 16-byte aligned rows of 12
     rows_case<T>(20000, 256, 256);    // columns: narrowed tiles, blocks sharing a tile's axis
     rows_case<T>(3000, 301, 301);     // columns: element loads, several blocks per tile
+    rows_case<T>(18, 600000, 600000); // thin columns: enough results for every resident thread (f32)
   }
 }
 
@@ -434,6 +436,40 @@ TEST(SegmentedGpu, BadOffsetsWriteNothing) {
 
 // Same shape twice: the same bits (float sums of random data, split and group plans); and a
 // captured graph gives the same results as the direct call.
+// Thin columns with four vectors of results per thread: a short axis and more than four vectors
+// of columns per resident thread (the plan rule's threshold, from this GPU's properties), the
+// last vectors past the grid's multiple.
+TEST(SegmentedGpu, ThinColumnsFourVectorsPerThread) {
+  TALLY_REQUIRE_GPU();
+  int dev = 0, sms = 0, threads = 0;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&threads, cudaDevAttrMaxThreadsPerMultiProcessor, dev), cudaSuccess);
+  const std::uint64_t rows = 3, cols = 4 * 4 * std::uint64_t(sms) * std::uint64_t(threads) + 36;
+  const auto x = small_ints<float>(rows * cols, test_seed() + 44);
+  device_buffer d(x.size() * 4), out(cols * 4);
+  d.upload(x.data(), x.size() * 4);
+  for (op o : {op::sum, op::max, op::sum_sq}) {
+    reduce_columns(d.get(), rows, cols, cols, dtype::f32, o, out.get());
+    const seg::plan pl = seg::last_plan();
+    EXPECT_EQ(pl.how, seg::strategy::thin);
+    EXPECT_EQ(pl.group, seg::kThinWide);
+    EXPECT_TRUE(pl.vec);
+    std::vector<float> got(cols);
+    ASSERT_EQ(cudaMemcpy(got.data(), out.get(), cols * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    std::uint64_t bad = 0, first = 0;
+    for (std::uint64_t c = 0; c < cols; ++c) {
+      float want = o == op::max ? x[c] : 0.0f;
+      for (std::uint64_t r = 0; r < rows; ++r) {
+        const float e = x[r * cols + c];
+        want = o == op::sum ? want + e : o == op::sum_sq ? want + e * e : std::max(want, e);
+      }
+      if (got[c] != want && bad++ == 0) first = c;
+    }
+    EXPECT_EQ(bad, 0u) << to_string(o) << ": first wrong column " << first << " of " << cols;
+  }
+}
+
 TEST(SegmentedGpu, DeterministicAndGraphCapturable) {
   TALLY_REQUIRE_GPU();
   const std::uint64_t rows = 6, cols = small_only() ? 50000 : (1u << 20) + 3;

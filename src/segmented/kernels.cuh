@@ -1,5 +1,6 @@
-// The segmented layer's kernels: group (short contiguous segments), split (long contiguous
-// segments, a block or several per segment), columns (inner > 1) and exact_block. Every op is a
+// The segmented layer's kernels: rowtile and group (short contiguous segments), split (long
+// contiguous segments, a block or several per segment), thin and columns (inner > 1: a thread per
+// vector of results, or tiles with lanes along the axis), ragged chunks and fix-up, exact_block. Every op is a
 // core op struct (src/core/ops.cuh): the same identity, transform, fold, combine and finalize
 // as the 1-D reduce, so each segment's result follows the same rules (NaN, ties, modes).
 //
@@ -370,17 +371,21 @@ __global__ void __launch_bounds__(BLOCK, 2) seg_split_kernel(seg_args<T, Op> a) 
 // of its share of the axis, four loads in flight; the lanes of one column combine in a fixed
 // tree in shared memory; per_seg blocks per tile combine their partials like split.
 template <class T, class Op, int BLOCK, int VN>
-__device__ __forceinline__ void columns_tile(const seg_args<T, Op>& a, std::uint64_t w) {
+__device__ __forceinline__ void columns_tile(const seg_args<T, Op>& a, std::uint64_t w,
+                                             typename Op::acc_type (&tree)[2][BLOCK], bool& last) {
   using Acc = typename Op::acc_type;
   using V = vec16<T>;
-  __shared__ Acc tree[BLOCK];
-  __shared__ bool last;
   const problem& p = a.p;
   const unsigned CV = static_cast<unsigned>(a.col_vecs), lanes = BLOCK / CV;
   const std::uint64_t cols_per_tile = std::uint64_t(CV) * VN;
   const std::uint64_t col_tiles = (p.inner + cols_per_tile - 1) / cols_per_tile;
-  const std::uint64_t tile = w / a.per_seg;
-  const unsigned c = static_cast<unsigned>(w % a.per_seg);
+  // Work item w is share c of tile w % tiles: blocks running together read adjacent tiles of the
+  // same rows (whole rows of the matrix across the GPU, not strips of it). The tile's partial of
+  // share c sits at slot tile * per_seg + c.
+  const std::uint64_t tiles = p.outer * col_tiles;
+  const std::uint64_t tile = w % tiles;
+  const unsigned c = static_cast<unsigned>(w / tiles);
+  const std::uint64_t slot = tile * a.per_seg + c;
   const std::uint64_t o = tile / col_tiles, cb = tile % col_tiles;
   const unsigned cv = threadIdx.x % CV, kl = threadIdx.x / CV;
   const std::uint64_t col0 = cb * cols_per_tile + std::uint64_t(cv) * VN;
@@ -419,21 +424,29 @@ __device__ __forceinline__ void columns_tile(const seg_args<T, Op>& a, std::uint
       for (; k < ke; k += lanes) acc[0] = Op::combine(acc[0], core::transform_elem<Op>(col[k * p.length_stride], k));
     }
   }
-  // Each of the VN results: the lanes along the axis combine in a fixed tree.
+  // Each of the VN results: the lanes along the axis combine in a fixed tree, first inside the
+  // warp (lanes CV apart, where a warp spans several rows), then the warps' partials in order in
+  // shared memory (two buffers, one barrier per result). Partial j of vector cv sits at
+  // j * S + cv.
+  const unsigned S = CV < 32 ? 32u : CV, parts = BLOCK / S;
+  __syncthreads();  // the previous tile's readers are done with tree
 #pragma unroll 1
   for (int e = 0; e < VN; ++e) {
-    __syncthreads();  // the previous result's readers are done with tree
-    tree[threadIdx.x] = acc[e];
+    Acc v = acc[e];
+    for (unsigned offset = 16; offset >= CV; offset >>= 1)
+      v = Op::combine(v, shfl_down_group(v, static_cast<int>(offset), 32));
+    Acc* buf = tree[e & 1];
+    if ((threadIdx.x & 31u) < CV) buf[threadIdx.x] = v;
     __syncthreads();
-    for (unsigned step = lanes / 2; step > 0; step >>= 1) {
-      if (kl < step) tree[threadIdx.x] = Op::combine(tree[threadIdx.x], tree[threadIdx.x + step * CV]);
-      __syncthreads();
-    }
-    if (kl == 0 && col0 + e < p.inner) {
-      if (a.per_seg == 1) a.d_out[o * p.inner + col0 + e] = core::finalize_with<Op>(tree[cv], p.length, a.d_in);
-      else {
-        a.d_partials[w * cols_per_tile + std::uint64_t(cv) * VN + e] = tree[cv];
-        __threadfence();  // visible before thread 0 publishes the tile's count
+    if (threadIdx.x < CV) {
+      Acc r = buf[threadIdx.x];
+      for (unsigned j = 1; j < parts; ++j) r = Op::combine(r, buf[j * S + threadIdx.x]);
+      if (col0 + e < p.inner) {
+        if (a.per_seg == 1) a.d_out[o * p.inner + col0 + e] = core::finalize_with<Op>(r, p.length, a.d_in);
+        else {
+          a.d_partials[slot * cols_per_tile + std::uint64_t(cv) * VN + e] = r;
+          __threadfence();  // visible before thread 0 publishes the tile's count
+        }
       }
     }
   }
@@ -470,16 +483,16 @@ __device__ __forceinline__ void columns_tile(const seg_args<T, Op>& a, std::uint
         if (colj < p.inner) a.d_out[o * p.inner + colj] = core::finalize_with<Op>(r, p.length, a.d_in);
         continue;
       }
-      tree[threadIdx.x] = r;  // R > 1: one column per thread, the block's threads in R shares
+      tree[0][threadIdx.x] = r;  // R > 1: one column per thread, the block's threads in R shares
     }
     if (R > 1) {
       __syncthreads();
       for (unsigned step = R / 2; step > 0; step >>= 1) {
-        if (q0 < step) tree[threadIdx.x] = Op::combine(tree[threadIdx.x], tree[threadIdx.x + step * cols_per_tile]);
+        if (q0 < step) tree[0][threadIdx.x] = Op::combine(tree[0][threadIdx.x], tree[0][threadIdx.x + step * cols_per_tile]);
         __syncthreads();
       }
       const std::uint64_t colj = cb * cols_per_tile + jt;
-      if (q0 == 0 && colj < p.inner) a.d_out[o * p.inner + colj] = core::finalize_with<Op>(tree[threadIdx.x], p.length, a.d_in);
+      if (q0 == 0 && colj < p.inner) a.d_out[o * p.inner + colj] = core::finalize_with<Op>(tree[0][threadIdx.x], p.length, a.d_in);
     }
   }
   __syncthreads();
@@ -491,9 +504,85 @@ __global__ void __launch_bounds__(BLOCK) seg_columns_kernel(seg_args<T, Op> a) {
   const std::uint64_t VNv = a.vec ? vec16<T>::size : 1;
   const std::uint64_t cols_per_tile = std::uint64_t(a.col_vecs) * VNv;
   const std::uint64_t work = a.p.outer * ((a.p.inner + cols_per_tile - 1) / cols_per_tile) * a.per_seg;
+  __shared__ typename Op::acc_type tree[2][BLOCK];  // the in-block combine's two buffers
+  __shared__ bool last;
   for (std::uint64_t w = blockIdx.x; w < work; w += gridDim.x) {
-    if (a.vec) columns_tile<T, Op, BLOCK, vec16<T>::size>(a, w);
-    else columns_tile<T, Op, BLOCK, 1>(a, w);
+    if (a.vec) columns_tile<T, Op, BLOCK, vec16<T>::size>(a, w, tree, last);
+    else columns_tile<T, Op, BLOCK, 1>(a, w, tree, last);
+  }
+}
+
+// Thin columns: a thread per vector of VN adjacent results (M vectors at once, a grid's width
+// apart), down the whole axis in order with kThinLoads loads in flight (rows k .. k + 8 / M - 1
+// of each of its M vectors); each result is the op's fold over k = 0, 1, ... Item i is vector
+// i % (inner / VN) of outer slice i / (inner / VN). No shared memory, no partials, no barrier.
+template <int VN, class T>
+__device__ __forceinline__ vec16<T> load_cols(const T* p) {
+  if constexpr (VN > 1) return core::load_vec<core::load_hint::ldg>(reinterpret_cast<const vec16<T>*>(p));
+  else {
+    vec16<T> v;
+    v.e[0] = *p;
+    return v;
+  }
+}
+template <class T, class Op, int BLOCK, int VN, int M>
+__global__ void __launch_bounds__(BLOCK) seg_thin_kernel(seg_args<T, Op> a) {
+  kernel_entry();
+  using Acc = typename Op::acc_type;
+  using V = vec16<T>;
+  constexpr int RU = kThinLoads / M;
+  const problem& p = a.p;
+  const std::uint64_t ivec = p.inner / VN;
+  const std::uint64_t items = p.outer * ivec;
+  const std::uint64_t nthreads = std::uint64_t(gridDim.x) * BLOCK;
+  const std::uint64_t ls = p.length_stride;
+  for (std::uint64_t i0 = std::uint64_t(blockIdx.x) * BLOCK + threadIdx.x; i0 < items; i0 += nthreads * M) {
+    const T* col[M];
+    std::uint64_t out[M];
+    bool ok[M];
+    Acc acc[M][VN];
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const std::uint64_t i = i0 + std::uint64_t(m) * nthreads;
+      ok[m] = i < items;
+      const std::uint64_t o = ok[m] ? i / ivec : 0, c = ok[m] ? (i - o * ivec) * VN : 0;
+      col[m] = a.d_in + o * p.outer_stride + c;
+      out[m] = o * p.inner + c;
+#pragma unroll
+      for (int e = 0; e < VN; ++e) acc[m][e] = Op::identity();
+    }
+    auto fold = [&](int m, const V& v, std::uint64_t k) {
+#pragma unroll
+      for (int e = 0; e < VN; ++e) acc[m][e] = Op::combine(acc[m][e], core::transform_elem<Op>(v.e[e], k));
+    };
+    std::uint64_t k = 0;
+    for (; k + RU <= p.length; k += RU) {
+      V v[RU][M];
+#pragma unroll
+      for (int u = 0; u < RU; ++u)
+#pragma unroll
+        for (int m = 0; m < M; ++m)
+          if (ok[m]) v[u][m] = load_cols<VN>(col[m] + (k + u) * ls);
+#pragma unroll
+      for (int u = 0; u < RU; ++u)
+#pragma unroll
+        for (int m = 0; m < M; ++m)
+          if (ok[m]) fold(m, v[u][m], k + u);
+    }
+    for (; k < p.length; ++k) {
+      V v[M];
+#pragma unroll
+      for (int m = 0; m < M; ++m)
+        if (ok[m]) v[m] = load_cols<VN>(col[m] + k * ls);
+#pragma unroll
+      for (int m = 0; m < M; ++m)
+        if (ok[m]) fold(m, v[m], k);
+    }
+#pragma unroll
+    for (int m = 0; m < M; ++m)
+      if (ok[m])
+#pragma unroll
+        for (int e = 0; e < VN; ++e) a.d_out[out[m] + e] = core::finalize_with<Op>(acc[m][e], p.length, a.d_in);
   }
 }
 

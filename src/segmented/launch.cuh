@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <type_traits>
 
 #include "core/context.hpp"
@@ -29,11 +30,51 @@ plan plan_of(const problem& p, bool exact, const seg_ctx& c) {
   return pl;
 }
 
+// The plan of a unary op: for strided axes the rule also reads how many blocks of this op's
+// columns kernel an SM holds (its registers decide; asked once per device and op).
+template <class T, class Op>
+plan plan_unary(const problem& p, const seg_ctx& c) {
+  if (p.contiguous()) return plan_of<T, Op>(p, false, c);
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> per_sm[kMaxDevices];
+  seg_ctx cc = c;
+  const int dev = c.dev->ordinal;
+  int n = dev >= 0 && dev < kMaxDevices ? per_sm[dev].load(std::memory_order_relaxed) : 0;
+  if (n == 0) {
+    core::check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, seg_columns_kernel<T, Op, kColumnsBlock>,
+                                                                   kColumnsBlock, 0),
+                     "cudaOccupancyMaxActiveBlocksPerMultiprocessor(segmented columns kernel)");
+    n = n > 0 ? n : 1;
+    if (dev >= 0 && dev < kMaxDevices) per_sm[dev].store(n, std::memory_order_relaxed);
+  }
+  cc.limits.columns_blocks_per_sm = n;
+  return plan_of<T, Op>(p, false, cc);
+}
+
 // Launches kernel(a) with programmatic dependent launch (each segmented kernel waits for the
 // previous launch's writes first, so its launch overlaps that kernel's tail).
 template <class Kernel, class Args>
 void go(Kernel kernel, const Args& a, unsigned blocks, int block, const seg_ctx& c, const char* what) {
   core::check_cuda(core::launch_pdl(kernel, a, blocks, block, c.stream), what);
+}
+
+// The thin columns kernel of a plan: 16-byte or element loads, one or four vectors per thread
+// (four only where the accumulators are small: thin_wide_ok, which the plan rule asks too).
+template <class T, class Op>
+void launch_thin(const plan& pl, const seg_args<T, Op>& a, const seg_ctx& c) {
+  constexpr int VN = vec16<T>::size;
+  constexpr int acc = sizeof(typename Op::acc_type);
+  constexpr const char* what = "launching the segmented thin columns kernel";
+  if (pl.group == kThinWide) {
+    if constexpr (thin_wide_ok(VN, acc))
+      if (pl.vec) return go(seg_thin_kernel<T, Op, kColumnsBlock, VN, kThinWide>, a, pl.blocks, kColumnsBlock, c, what);
+    if constexpr (thin_wide_ok(1, acc))
+      if (!pl.vec) return go(seg_thin_kernel<T, Op, kColumnsBlock, 1, kThinWide>, a, pl.blocks, kColumnsBlock, c, what);
+  } else if (pl.group == 1) {
+    if (pl.vec) return go(seg_thin_kernel<T, Op, kColumnsBlock, VN, 1>, a, pl.blocks, kColumnsBlock, c, what);
+    return go(seg_thin_kernel<T, Op, kColumnsBlock, 1, 1>, a, pl.blocks, kColumnsBlock, c, what);
+  }
+  throw error("tally: internal error: thin columns plan with " + std::to_string(pl.group) + " vectors per thread");
 }
 
 // The plans of contiguous rows (unary or binary ops): row tiles, lane groups or split blocks.
@@ -57,12 +98,13 @@ bool launch_rows(const plan& pl, const seg_args<T, Op>& a, const seg_ctx& c) {
 // Any op but the exact ones: group, rowtile, split, columns or ragged.
 template <class T, class Op>
 void launch(const void* d_in, const problem& p, bool, void* d_out, const seg_ctx& c) {
-  const plan pl = plan_of<T, Op>(p, false, c);
+  const plan pl = plan_unary<T, Op>(p, c);
   const auto a = make_args<T, Op>(d_in, p, pl, d_out, c);
   if (pl.blocks == 0 || launch_rows(pl, a, c)) return;
   switch (pl.how) {
     case strategy::columns:
       return go(seg_columns_kernel<T, Op, kColumnsBlock>, a, pl.blocks, kColumnsBlock, c, "launching the segmented columns kernel");
+    case strategy::thin: return launch_thin(pl, a, c);
     case strategy::ragged: {
       // Short and middle segments (long ones marked), then the chunks of long ones, then their
       // fix-up; the last two return at once where the offsets are not in order.

@@ -38,8 +38,16 @@ constexpr std::uint64_t kRowTileVectors = 16;
 // (a warp reads a middle segment alone, at a few GB/s: past a chunk, blocks share the work).
 constexpr std::uint64_t kChunkMinBytes = std::uint64_t(16) << 10, kChunkMaxBytes = std::uint64_t(64) << 10;
 constexpr std::uint64_t kChunksPerBlock = 8;
-// Column tiles sharing an axis: at most this many partials per tile for its last block to combine.
+// Column tiles sharing an axis: at most this many partials per tile for its last block to combine,
+// and at least this many rows per lane along the axis.
 constexpr std::uint64_t kTilePartials = std::uint64_t(16) << 10;
+constexpr std::uint64_t kColumnRowsPerLane = 8;
+constexpr std::uint64_t kColumnWaves = 2;
+// Thin column plans: axes up to this long always (lanes along the axis would only add a combine),
+// longer ones when the results give every resident thread its own; a grid of at most this many
+// blocks (each thread loops over the rest).
+constexpr std::uint64_t kThinLength = 16;
+constexpr std::uint64_t kThinMaxBlocks = std::uint64_t(1) << 20;
 
 }  // namespace
 
@@ -49,6 +57,7 @@ const char* to_string(strategy s) {
     case strategy::rowtile: return "rowtile";
     case strategy::split: return "split";
     case strategy::columns: return "columns";
+    case strategy::thin: return "thin";
     case strategy::ragged: return "ragged";
     case strategy::exact_block: return "exact_block";
     case strategy::exact_launches: return "exact_launches";
@@ -87,24 +96,47 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
   const std::uint64_t slots = d.partial_bytes / static_cast<std::uint64_t>(std::max(acc_bytes, 1));
 
   if (!p.contiguous()) {
+    const bool vec = p.aligned16 && p.inner % vn == 0 && (p.length_stride * elem_bytes) % 16 == 0 &&
+                     (p.outer_stride * elem_bytes) % 16 == 0;
+    const std::uint64_t per_vec = vec ? vn : 1;
+    const std::uint64_t vecs = ceil_div(p.inner, per_vec);
+    const std::uint64_t items = p.outer * vecs;  // vectors (or elements) of adjacent results
+    const std::uint64_t resident_threads = sms * static_cast<std::uint64_t>(std::max(1, d.max_threads_per_sm));
+    if (p.length <= kThinLength || 2 * items >= resident_threads) {
+      // A thread per vector of results down the whole axis: every SM has enough of them.
+      r.how = strategy::thin;
+      r.vec = vec;
+      const bool wide = p.length < static_cast<std::uint64_t>(kThinLoads) && thin_wide_ok(static_cast<int>(per_vec), acc_bytes) &&
+                        items >= kThinWide * resident_threads;
+      r.group = wide ? kThinWide : 1;
+      const std::uint64_t threads = ceil_div(items, static_cast<std::uint64_t>(r.group));
+      r.blocks = static_cast<unsigned>(std::min<std::uint64_t>(ceil_div(threads, kColumnsBlock), kThinMaxBlocks));
+      r.why = "inner " + std::to_string(p.inner) + ", axis " + std::to_string(p.length) + " (stride " +
+              std::to_string(p.length_stride) + "): a thread per " + (r.group > 1 ? "4 vectors" : "vector") +
+              " of " + std::to_string(per_vec) + " results down the axis" +
+              (vec ? ", 16-byte loads" : ", element loads (rows not 16-byte aligned)");
+      return r;
+    }
     // Columns: a tile of adjacent results, lanes along the axis.
     r.how = strategy::columns;
-    r.vec = p.aligned16 && p.inner % vn == 0 && (p.length_stride * elem_bytes) % 16 == 0 &&
-            (p.outer_stride * elem_bytes) % 16 == 0;
-    const std::uint64_t per_vec = r.vec ? vn : 1;
-    const std::uint64_t vecs = ceil_div(p.inner, per_vec);
-    const std::uint64_t resident = sms * (d.max_threads_per_sm / kColumnsBlock);
+    r.vec = vec;
+    const std::uint64_t bps = d.columns_blocks_per_sm > 0 ? static_cast<std::uint64_t>(d.columns_blocks_per_sm)
+                                                          : static_cast<std::uint64_t>(std::max(1, d.max_threads_per_sm / kColumnsBlock));
+    const std::uint64_t resident = sms * bps;
     // The widest tile (fewest lanes along the axis, the longest run of loads per lane) while the
     // tiles fill the GPU; with fewer tiles than resident blocks, blocks share a tile's axis, and
     // the tile narrows (down to 8 vectors, whole 128-byte lines) until its last block has at
-    // most kTilePartials partials to combine.
+    // most kTilePartials partials to combine. Blocks per tile: see per_of.
     std::uint64_t cv = std::min<std::uint64_t>(kColumnsBlock, pow2_ceil(vecs));
     auto tiles_of = [&](std::uint64_t c) { return p.outer * ceil_div(p.inner, c * per_vec); };
     auto per_of = [&](std::uint64_t c) {
       const std::uint64_t t = tiles_of(c), lanes_c = kColumnsBlock / c;
       if (t >= resident) return std::uint64_t(1);
-      std::uint64_t q = ceil_div(resident, t);
-      q = std::min<std::uint64_t>(q, std::max<std::uint64_t>(1, p.length / (lanes_c * 8)));  // >= 8 rows per lane
+      // One full wave of shares where that fills the GPU (90%), else about kColumnWaves waves of
+      // smaller shares (a second wave of long shares, a third full, leaves most SMs idle).
+      const std::uint64_t one_wave = resident / t;
+      std::uint64_t q = one_wave >= 1 && 10 * one_wave * t >= 9 * resident ? one_wave : ceil_div(kColumnWaves * resident, t);
+      q = std::min<std::uint64_t>(q, std::max<std::uint64_t>(1, p.length / (lanes_c * kColumnRowsPerLane)));
       q = std::min<std::uint64_t>(q, slots / std::max<std::uint64_t>(1, t * c * per_vec));
       if (t > d.max_tiles) q = 1;
       return std::max<std::uint64_t>(q, 1);
@@ -121,7 +153,7 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
     r.why = "inner " + std::to_string(p.inner) + ", axis stride " + std::to_string(p.length_stride) + ": tiles of " + std::to_string(cols_per_tile) +
             " results x " + std::to_string(lanes) + " lanes along the axis" +
             (r.vec ? ", 16-byte loads" : ", element loads (rows not 16-byte aligned)") +
-            (per > 1 ? ", " + std::to_string(per) + " blocks per tile" : "");
+            (per > 1 ? ", " + std::to_string(per) + " blocks per tile" : "") + " (" + std::to_string(bps) + " blocks per SM)";
     return r;
   }
 

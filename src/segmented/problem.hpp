@@ -44,9 +44,13 @@ struct problem {
 //   split:    inner == 1, long segments: `per_seg` blocks per segment (1: a block per
 //             segment), each reducing a grid-stride share with the core's block code; the last
 //             block of a segment combines the partials in block order.
-//   columns:  inner > 1 or a strided axis: a block covers col_vecs vectors of adjacent results (16-byte loads when
-//             `vec`) and BLOCK / col_vecs lanes along the axis, combined in a fixed tree in shared
-//             memory; `per_seg` blocks share a tile's axis, combined like split.
+//   thin:     inner > 1 or a strided axis, with a short axis or enough results for every resident
+//             thread: a thread per vector of adjacent results (`group` = 1 or 4 vectors at once),
+//             down the whole axis in order with eight loads in flight; no shared memory, no partials.
+//   columns:  inner > 1 or a strided axis otherwise: a block covers col_vecs vectors of adjacent
+//             results (16-byte loads when `vec`) and BLOCK / col_vecs lanes along the axis, combined
+//             in a fixed tree (shuffles inside a warp, then shared memory); `per_seg` blocks share a
+//             tile's axis, combined like split.
 //   ragged:   ragged segments (any lengths, a heavy tail included): the group kernel with
 //             `group` lanes per segment of at most `short_max` elements; a whole warp per segment
 //             up to `chunk` elements; longer ones (offsets in order) are cut at fixed
@@ -56,7 +60,7 @@ struct problem {
 // Binary problems (dot of matching rows) run as rowtile, group, split, exact_block or exact_launches.
 //   exact_block / exact_launches: exact sums (inner == 1): a block per segment with the block's
 //             exact accumulator, or, for a few long segments, the 1-D exact reduce per segment.
-enum class strategy : int { group, rowtile, split, columns, ragged, exact_block, exact_launches };
+enum class strategy : int { group, rowtile, split, columns, thin, ragged, exact_block, exact_launches };
 const char* to_string(strategy s);
 
 struct plan {
@@ -65,7 +69,7 @@ struct plan {
   unsigned blocks = 0;   // grid of the main launch
   unsigned per_seg = 1;  // split / columns: blocks sharing one segment or tile
   int col_vecs = 1;      // columns: vectors (of 16 bytes, or single elements) across a tile
-  bool vec = true;       // columns: 16-byte loads
+  bool vec = true;       // columns / thin: 16-byte loads
   std::uint64_t short_max = ~std::uint64_t(0);  // group / ragged: longest segment for `group` lanes
   std::uint64_t chunk = ~std::uint64_t(0);      // ragged: chunk of the input (elements); longer segments go to blocks
   std::uint64_t chunks = 0;                     // ragged: ceil(n / chunk)
@@ -78,6 +82,7 @@ struct device_limits {
   int max_threads_per_sm = 2048;
   std::uint64_t partial_bytes = 4u << 20;  // the segmented partials buffer of a workspace
   unsigned max_tiles = 2048;     // per-segment counters in the workspace
+  int columns_blocks_per_sm = 0;  // resident blocks of the op's columns kernel (0: max_threads_per_sm / kColumnsBlock)
 };
 
 inline constexpr int kGroupBlock = 256;    // threads per block of the group kernel
@@ -85,6 +90,12 @@ inline constexpr int kSplitBlock = 512;    // and of the split and exact kernels
 inline constexpr int kColumnsBlock = 256;  // and of the columns kernel
 inline constexpr int kChunkBlock = 512;    // and of the ragged chunk kernel
 inline constexpr int kFixupBlock = 256;    // and of the ragged fix-up kernel (a warp per chunk)
+
+// The thin kernel takes four vectors of results per thread (for axes shorter than its eight loads
+// in flight) only where their accumulators are small: at most 32 bytes per vector of results.
+inline constexpr int kThinWide = 4;
+inline constexpr int kThinLoads = 8;  // loads in flight per thread of the thin kernel
+constexpr bool thin_wide_ok(int results_per_vector, int acc_bytes) { return results_per_vector * acc_bytes <= 32; }
 
 // The ragged plan's workspace: per chunk, the segment covering its start (A) and the one starting
 // in it (B), and their partials.
