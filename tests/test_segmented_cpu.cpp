@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "segmented/problem.hpp"
 #include "support.hpp"
@@ -137,6 +138,30 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
     EXPECT_GE(c.col_vecs, inner >= 32 ? 8 : 4) << inner;
     EXPECT_GE(std::uint64_t(c.per_seg) * ((inner + cpt - 1) / cpt), 1000u) << inner;  // the GPU is filled
   }
+}
+
+// The sweep's candidates (`tally bench segmented --sweep`): thin plans and column tiles, each
+// within the workspace (partials and tile counters), none twice.
+TEST(SegmentedPlanCpu, ColumnCandidatesFitTheWorkspace) {
+  for (const auto& shape : {std::pair<std::uint64_t, std::uint64_t>{1u << 20, 16}, {4096, 1u << 16}, {3000, 301}, {16, 1u << 20}}) {
+    seg::problem p = columns(shape.first, shape.second);
+    const auto cands = seg::column_candidates(p, 4, 4, h100());
+    ASSERT_GE(cands.size(), 2u) << shape.first << " x " << shape.second;
+    EXPECT_EQ(cands[0].how, seg::strategy::thin);
+    for (std::size_t i = 0; i < cands.size(); ++i) {
+      const seg::plan& c = cands[i];
+      EXPECT_GE(c.blocks, 1u);
+      EXPECT_LE(seg::scratch_bytes(p, c, 4, 4), h100().partial_bytes);
+      if (c.how == seg::strategy::columns && c.per_seg > 1) {
+        const std::uint64_t cpt = std::uint64_t(c.col_vecs) * (c.vec ? 4 : 1);
+        EXPECT_LE((shape.second + cpt - 1) / cpt, h100().max_tiles);
+      }
+      for (std::size_t j = 0; j < i; ++j)
+        EXPECT_FALSE(cands[j].how == c.how && cands[j].col_vecs == c.col_vecs && cands[j].per_seg == c.per_seg &&
+                     cands[j].group == c.group);
+    }
+  }
+  EXPECT_TRUE(seg::column_candidates(rows(100, 100), 4, 4, h100()).empty());
 }
 
 TEST(SegmentedPlanCpu, SameShapeSamePlan) {

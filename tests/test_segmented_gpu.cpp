@@ -11,6 +11,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "segmented/problem.hpp"
@@ -436,16 +437,26 @@ TEST(SegmentedGpu, BadOffsetsWriteNothing) {
 
 // Same shape twice: the same bits (float sums of random data, split and group plans); and a
 // captured graph gives the same results as the direct call.
+// The plan rule's inputs for the current GPU (SMs and threads per SM from the device, the
+// workspace's partials and counters as the library sizes them).
+seg::device_limits this_gpu_limits() {
+  int dev = 0;
+  seg::device_limits lim;
+  EXPECT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  EXPECT_EQ(cudaDeviceGetAttribute(&lim.sm_count, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
+  EXPECT_EQ(cudaDeviceGetAttribute(&lim.max_threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, dev), cudaSuccess);
+  lim.partial_bytes = 4u << 20;
+  lim.max_tiles = 2048;
+  return lim;
+}
+
 // Thin columns with four vectors of results per thread: a short axis and more than four vectors
 // of columns per resident thread (the plan rule's threshold, from this GPU's properties), the
 // last vectors past the grid's multiple.
 TEST(SegmentedGpu, ThinColumnsFourVectorsPerThread) {
   TALLY_REQUIRE_GPU();
-  int dev = 0, sms = 0, threads = 0;
-  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
-  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
-  ASSERT_EQ(cudaDeviceGetAttribute(&threads, cudaDevAttrMaxThreadsPerMultiProcessor, dev), cudaSuccess);
-  const std::uint64_t rows = 3, cols = 4 * 4 * std::uint64_t(sms) * std::uint64_t(threads) + 36;
+  const seg::device_limits lim = this_gpu_limits();
+  const std::uint64_t rows = 3, cols = 4 * 4 * std::uint64_t(lim.sm_count) * std::uint64_t(lim.max_threads_per_sm) + 36;
   const auto x = small_ints<float>(rows * cols, test_seed() + 44);
   device_buffer d(x.size() * 4), out(cols * 4);
   d.upload(x.data(), x.size() * 4);
@@ -467,6 +478,38 @@ TEST(SegmentedGpu, ThinColumnsFourVectorsPerThread) {
       if (got[c] != want && bad++ == 0) first = c;
     }
     EXPECT_EQ(bad, 0u) << to_string(o) << ": first wrong column " << first << " of " << cols;
+  }
+}
+
+// Every plan the benchmark's sweep may force on a column problem gives the right results
+// (16-byte and element loads; sum and argmax, whose ties go to the first row).
+TEST(SegmentedGpu, EveryColumnCandidateIsRight) {
+  TALLY_REQUIRE_GPU();
+  const seg::device_limits lim = this_gpu_limits();
+  for (const auto& shape : {std::pair<std::uint64_t, std::uint64_t>{2000, 256}, {3000, 301}}) {
+    const std::uint64_t rows = shape.first, cols = shape.second;
+    const auto x = small_ints<float>(rows * cols, test_seed() + rows);
+    device_buffer d(x.size() * 4);
+    d.upload(x.data(), x.size() * 4);
+    std::vector<std::vector<std::uint64_t>> cranges(cols);
+    for (std::uint64_t r = 0; r < rows; ++r)
+      for (std::uint64_t c = 0; c < cols; ++c) cranges[c].push_back(r * cols + c);
+    seg::problem p;
+    p.outer = 1, p.length = rows, p.inner = cols, p.length_stride = cols;
+    p.aligned16 = reinterpret_cast<std::uintptr_t>(d.get()) % 16 == 0;
+    for (op o : {op::sum, op::argmax}) {
+      const int acc = o == op::sum ? 4 : 16;
+      for (const seg::plan& c : seg::column_candidates(p, 4, acc, lim)) {
+        device_buffer out(cols * 16);
+        seg::force_plan(&c);
+        reduce_columns(d.get(), rows, cols, cols, dtype::f32, o, out.get());
+        seg::force_plan(nullptr);
+        const std::string what = "columns " + std::to_string(rows) + "x" + std::to_string(cols) + " forced " +
+                                 seg::to_string(c.how) + " c" + std::to_string(c.col_vecs) + " x" + std::to_string(c.per_seg) +
+                                 " m" + std::to_string(c.group);
+        check_results(what.c_str(), x, cranges, o, out);
+      }
+    }
   }
 }
 

@@ -14,6 +14,7 @@
 #include "bench/probe.hpp"
 #include "bench/segmented_bench.hpp"
 #include "bench/timing.hpp"
+#include "core/context.hpp"
 #include "segmented/problem.hpp"
 #include "segmented/segmented.hpp"
 #include "tally/tally.hpp"
@@ -73,9 +74,27 @@ std::string compare_first(const std::vector<call_fn>& calls, cudaStream_t stream
 }
 
 // A plan in a table cell: the strategy, the lane group, the blocks per segment.
+// Column tiles add their width in vectors (c32), thin plans their vectors per thread (m4).
 std::string plan_cell(const seg::plan& pl) {
   return std::string(seg::to_string(pl.how)) + (pl.how == seg::strategy::group ? " g" + std::to_string(pl.group) : "") +
+         (pl.how == seg::strategy::columns ? " c" + std::to_string(pl.col_vecs) : "") +
+         (pl.how == seg::strategy::thin ? " m" + std::to_string(pl.group) : "") +
          (pl.per_seg > 1 ? " x" + std::to_string(pl.per_seg) : "");
+}
+
+// The plan rule's inputs for this GPU, as the library reads them (resident blocks of the columns
+// kernel from the rule's own last plan).
+seg::device_limits sweep_limits(const device_info& dev, const seg::plan& rule) {
+  seg::device_limits d;
+  int dev_id = 0, threads = 0;
+  check(cudaGetDevice(&dev_id), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&threads, cudaDevAttrMaxThreadsPerMultiProcessor, dev_id), "cudaDeviceGetAttribute");
+  d.sm_count = dev.sm_count;
+  d.max_threads_per_sm = threads;
+  d.partial_bytes = core::kSegScratchBytes;
+  d.max_tiles = core::kSegCounters;
+  if (rule.how == seg::strategy::columns && dev.sm_count > 0) d.columns_blocks_per_sm = static_cast<int>(rule.resident) / dev.sm_count;
+  return d;
 }
 
 // x[i] * y[i]: CUB's input for the dot of matching rows.
@@ -173,6 +192,64 @@ report run_segmented_bench(const segmented_bench_options& opt) {
     }
   }
   rep.tables.push_back(std::move(t));
+
+  // --sweep: every candidate column plan against the rule's pick, interleaved in one timing.
+  if (opt.sweep) {
+    table sw;
+    sw.title = "columns, f32 sum: every candidate plan vs the rule's pick (" + dev.name + ")";
+    sw.columns = {{"total", "total", -1},       {"shape", "rows x cols", -1}, {"plan", "plan", -1},
+                  {"rule", "rule's pick", -1},  {"us", "graph us", 2},        {"vs_rule", "rule us / us", 2},
+                  {"pct_ceiling", "% ceiling", 1}};
+    for (int lt : totals) {
+      const std::uint64_t total = std::uint64_t(1) << lt;
+      for (std::uint64_t cols : cols_list) {
+        if (cols > total || cols < 16) continue;
+        const std::uint64_t rows = total / cols;
+        auto columns_call = [&](cudaStream_t s) {
+          reduce_columns(x.p, rows, cols, cols, dtype::f32, op::sum, out.p, reinterpret_cast<stream_t>(s));
+        };
+        columns_call(stream);
+        check(cudaStreamSynchronize(stream), "sync");
+        const seg::plan rule = seg::last_plan();
+        seg::problem p;
+        p.outer = 1, p.length = rows, p.inner = cols, p.length_stride = cols, p.aligned16 = true;
+        const std::vector<seg::plan> cands = seg::column_candidates(p, 4, 4, sweep_limits(dev, rule));
+        std::vector<call_fn> calls{[&](cudaStream_t s, std::uint64_t) { columns_call(s); }};
+        for (const seg::plan& c : cands)
+          calls.push_back([&, c](cudaStream_t s, std::uint64_t) {
+            seg::force_plan(&c);
+            columns_call(s);
+            seg::force_plan(nullptr);
+          });
+        const auto tm = time_interleaved(calls, stream, 1, plan);
+        for (std::size_t k = 0; k < cands.size(); ++k) {
+          const seg::plan& c = cands[k];
+          const bool same = c.how == rule.how && c.col_vecs == rule.col_vecs && c.per_seg == rule.per_seg &&
+                            (c.how != seg::strategy::thin || c.group == rule.group);
+          json r;
+          r["total"] = pow2(total);
+          r["shape"] = pow2(rows) + " x " + pow2(cols);
+          r["plan"] = plan_cell(c);
+          r["rule"] = same ? "<- rule" : "";
+          r["us"] = tm[k + 1].graph_us;
+          r["vs_rule"] = tm[0].graph_us / tm[k + 1].graph_us;
+          r["pct_ceiling"] = 100.0 * total * 4 / tm[k + 1].graph_us / 1e3 / ceil.read_gbps;
+          sw.rows.push_back(r);
+        }
+        if (opt.progress) {
+          // The rule's pick and the fastest candidate, so that a run cut short still says them.
+          std::size_t best = 0;
+          for (std::size_t k = 1; k < cands.size(); ++k)
+            if (tm[k + 1].graph_us < tm[best + 1].graph_us) best = k;
+          opt.progress("sweep columns " + pow2(rows) + " x " + pow2(cols) + ": rule " + plan_cell(rule) + " " +
+                       std::to_string(tm[0].graph_us) + " us, best of " + std::to_string(cands.size()) + " plans " +
+                       (cands.empty() ? std::string("-") : plan_cell(cands[best]) + " " + std::to_string(tm[best + 1].graph_us)) +
+                       " us");
+        }
+      }
+    }
+    rep.tables.push_back(std::move(sw));
+  }
 
   // Ragged: heavy-tailed segment lengths, empty ones included, against CUB on the same offsets.
   table g;

@@ -303,12 +303,13 @@ int main(int argc, char** argv) {
       ->delimiter(',');
 
   output_files seg_out;
-  bool seg_quick = false;
+  bool seg_quick = false, seg_sweep = false;
   std::vector<int> seg_totals;
   auto* segb = bench->add_subcommand(
       "segmented", "rows, columns and ragged segments (f32 sum) vs CUB DeviceSegmentedReduce; totals 2^20, 2^24, 2^28");
   add_output_options(segb, seg_out);
   segb->add_flag("--quick", seg_quick, "fewer repetitions");
+  segb->add_flag("--sweep", seg_sweep, "also time every candidate plan of the column shapes against the rule's pick");
   segb->add_option("--totals", seg_totals, "log2 of the total elements, e.g. 20,24,28")->delimiter(',');
 
   output_files host_out;
@@ -463,6 +464,7 @@ int main(int argc, char** argv) {
       tally::bench::segmented_bench_options o;
       o.log2_totals = seg_totals;
       o.quick = seg_quick;
+      o.sweep = seg_sweep;
       return bench_run("segmented", o, tally::bench::run_segmented_bench, seg_out);
     }
     if (hostb->parsed()) {

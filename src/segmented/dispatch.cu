@@ -57,9 +57,12 @@ seg_launch_fn find_launcher(dtype t, core::kind k) {
 
 namespace {
 thread_local plan g_last;
+thread_local const plan* g_forced = nullptr;
 }
 void record_plan(const plan& pl) { g_last = pl; }
 plan last_plan() { return g_last; }
+void force_plan(const plan* pl) { g_forced = pl; }
+const plan* forced_plan() { return g_forced; }
 
 device_limits limits_for(const core::device_context& dev) {
   device_limits d;

@@ -49,6 +49,42 @@ constexpr std::uint64_t kColumnWaves = 2;
 constexpr std::uint64_t kThinLength = 16;
 constexpr std::uint64_t kThinMaxBlocks = std::uint64_t(1) << 20;
 
+// A column-tiles plan: tiles of cv vectors of results (16-byte vectors when vec), per blocks
+// sharing each tile's axis, a grid of at most four waves of resident blocks.
+void fill_columns(plan& r, const problem& p, bool vec, std::uint64_t per_vec, std::uint64_t cv, std::uint64_t per,
+                  std::uint64_t resident) {
+  r.how = strategy::columns;
+  r.vec = vec;
+  r.col_vecs = static_cast<int>(cv);
+  const std::uint64_t lanes = kColumnsBlock / cv;
+  const std::uint64_t cols_per_tile = cv * per_vec;
+  const std::uint64_t tiles = p.outer * ceil_div(p.inner, cols_per_tile);
+  r.per_seg = static_cast<unsigned>(per);
+  r.blocks = static_cast<unsigned>(std::min<std::uint64_t>(tiles * per, resident * 4));
+  r.resident = static_cast<unsigned>(resident);
+  r.why = "inner " + std::to_string(p.inner) + ", axis stride " + std::to_string(p.length_stride) + ": tiles of " +
+          std::to_string(cols_per_tile) + " results x " + std::to_string(lanes) + " lanes along the axis" +
+          (vec ? ", 16-byte loads" : ", element loads (rows not 16-byte aligned)") +
+          (per > 1 ? ", " + std::to_string(per) + " blocks per tile" : "");
+}
+// A thin plan: a thread per `m` vectors of results.
+void fill_thin(plan& r, const problem& p, bool vec, std::uint64_t per_vec, int m, std::uint64_t items) {
+  r.how = strategy::thin;
+  r.vec = vec;
+  r.group = m;
+  const std::uint64_t threads = ceil_div(items, static_cast<std::uint64_t>(m));
+  r.blocks = static_cast<unsigned>(std::min<std::uint64_t>(ceil_div(threads, kColumnsBlock), kThinMaxBlocks));
+  r.why = "inner " + std::to_string(p.inner) + ", axis " + std::to_string(p.length) + " (stride " +
+          std::to_string(p.length_stride) + "): a thread per " + (m > 1 ? std::to_string(m) + " vectors" : "vector") +
+          " of " + std::to_string(per_vec) + " results down the axis" +
+          (vec ? ", 16-byte loads" : ", element loads (rows not 16-byte aligned)");
+}
+bool columns_vec(const problem& p, int elem_bytes) {
+  const std::uint64_t vn = 16 / static_cast<std::uint64_t>(elem_bytes);
+  return p.aligned16 && p.inner % vn == 0 && (p.length_stride * elem_bytes) % 16 == 0 &&
+         (p.outer_stride * elem_bytes) % 16 == 0;
+}
+
 }  // namespace
 
 const char* to_string(strategy s) {
@@ -96,30 +132,19 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
   const std::uint64_t slots = d.partial_bytes / static_cast<std::uint64_t>(std::max(acc_bytes, 1));
 
   if (!p.contiguous()) {
-    const bool vec = p.aligned16 && p.inner % vn == 0 && (p.length_stride * elem_bytes) % 16 == 0 &&
-                     (p.outer_stride * elem_bytes) % 16 == 0;
+    const bool vec = columns_vec(p, elem_bytes);
     const std::uint64_t per_vec = vec ? vn : 1;
     const std::uint64_t vecs = ceil_div(p.inner, per_vec);
     const std::uint64_t items = p.outer * vecs;  // vectors (or elements) of adjacent results
     const std::uint64_t resident_threads = sms * static_cast<std::uint64_t>(std::max(1, d.max_threads_per_sm));
     if (p.length <= kThinLength || 2 * items >= resident_threads) {
       // A thread per vector of results down the whole axis: every SM has enough of them.
-      r.how = strategy::thin;
-      r.vec = vec;
       const bool wide = p.length < static_cast<std::uint64_t>(kThinLoads) && thin_wide_ok(static_cast<int>(per_vec), acc_bytes) &&
                         items >= kThinWide * resident_threads;
-      r.group = wide ? kThinWide : 1;
-      const std::uint64_t threads = ceil_div(items, static_cast<std::uint64_t>(r.group));
-      r.blocks = static_cast<unsigned>(std::min<std::uint64_t>(ceil_div(threads, kColumnsBlock), kThinMaxBlocks));
-      r.why = "inner " + std::to_string(p.inner) + ", axis " + std::to_string(p.length) + " (stride " +
-              std::to_string(p.length_stride) + "): a thread per " + (r.group > 1 ? "4 vectors" : "vector") +
-              " of " + std::to_string(per_vec) + " results down the axis" +
-              (vec ? ", 16-byte loads" : ", element loads (rows not 16-byte aligned)");
+      fill_thin(r, p, vec, per_vec, wide ? kThinWide : 1, items);
       return r;
     }
     // Columns: a tile of adjacent results, lanes along the axis.
-    r.how = strategy::columns;
-    r.vec = vec;
     const std::uint64_t bps = d.columns_blocks_per_sm > 0 ? static_cast<std::uint64_t>(d.columns_blocks_per_sm)
                                                           : static_cast<std::uint64_t>(std::max(1, d.max_threads_per_sm / kColumnsBlock));
     const std::uint64_t resident = sms * bps;
@@ -143,17 +168,8 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
     };
     const std::uint64_t cv_min = std::min<std::uint64_t>(cv, 8);
     while (cv > cv_min && per_of(cv) > 1 && (per_of(cv) * cv * per_vec > kTilePartials || cv > 32)) cv /= 2;
-    r.col_vecs = static_cast<int>(cv);
-    const std::uint64_t lanes = kColumnsBlock / r.col_vecs;
-    const std::uint64_t cols_per_tile = std::uint64_t(r.col_vecs) * per_vec;
-    const std::uint64_t tiles = tiles_of(cv);
-    const std::uint64_t per = per_of(cv);
-    r.per_seg = static_cast<unsigned>(per);
-    r.blocks = static_cast<unsigned>(std::min<std::uint64_t>(tiles * per, resident * 4));
-    r.why = "inner " + std::to_string(p.inner) + ", axis stride " + std::to_string(p.length_stride) + ": tiles of " + std::to_string(cols_per_tile) +
-            " results x " + std::to_string(lanes) + " lanes along the axis" +
-            (r.vec ? ", 16-byte loads" : ", element loads (rows not 16-byte aligned)") +
-            (per > 1 ? ", " + std::to_string(per) + " blocks per tile" : "") + " (" + std::to_string(bps) + " blocks per SM)";
+    fill_columns(r, p, vec, per_vec, cv, per_of(cv), resident);
+    r.why += " (" + std::to_string(bps) + " blocks per SM)";
     return r;
   }
 
@@ -233,6 +249,42 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
   r.why = (per > 1 ? std::to_string(per) + " blocks per segment of " : "a block per segment of ") +
           std::to_string(length) + " elements";
   return r;
+}
+
+std::vector<plan> column_candidates(const problem& p, int elem_bytes, int acc_bytes, const device_limits& d) {
+  std::vector<plan> out;
+  if (p.contiguous() || p.results() == 0) return out;
+  const bool vec = columns_vec(p, elem_bytes);
+  const std::uint64_t per_vec = vec ? 16 / static_cast<std::uint64_t>(elem_bytes) : 1;
+  const std::uint64_t vecs = ceil_div(p.inner, per_vec), items = p.outer * vecs;
+  const std::uint64_t sms = static_cast<std::uint64_t>(std::max(1, d.sm_count));
+  const std::uint64_t bps = d.columns_blocks_per_sm > 0 ? static_cast<std::uint64_t>(d.columns_blocks_per_sm)
+                                                        : static_cast<std::uint64_t>(std::max(1, d.max_threads_per_sm / kColumnsBlock));
+  const std::uint64_t resident = sms * bps;
+  const std::uint64_t slots = d.partial_bytes / static_cast<std::uint64_t>(std::max(acc_bytes, 1));
+  plan t;
+  fill_thin(t, p, vec, per_vec, 1, items);
+  out.push_back(t);
+  if (thin_wide_ok(static_cast<int>(per_vec), acc_bytes)) {
+    fill_thin(t, p, vec, per_vec, kThinWide, items);
+    out.push_back(t);
+  }
+  for (std::uint64_t cv = std::min<std::uint64_t>(8, pow2_ceil(vecs)); cv <= std::min<std::uint64_t>(kColumnsBlock, pow2_ceil(vecs)); cv *= 2) {
+    const std::uint64_t cpt = cv * per_vec, tiles = p.outer * ceil_div(p.inner, cpt), lanes = kColumnsBlock / cv;
+    std::vector<std::uint64_t> pers{1};
+    for (std::uint64_t waves : {1, 2, 4}) pers.push_back(std::max<std::uint64_t>(1, waves * resident / tiles));
+    for (std::uint64_t per : pers) {
+      per = std::min<std::uint64_t>(per, std::max<std::uint64_t>(1, p.length / lanes));
+      if (per > 1 && (tiles > d.max_tiles || tiles * per * cpt > slots || per * cpt > 4 * kTilePartials)) continue;
+      bool seen = false;
+      for (const plan& q : out) seen = seen || (q.how == strategy::columns && q.col_vecs == int(cv) && q.per_seg == per);
+      if (seen) continue;
+      plan c;
+      fill_columns(c, p, vec, per_vec, cv, per, resident);
+      out.push_back(c);
+    }
+  }
+  return out;
 }
 
 }  // namespace tally::seg

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tally::seg {
 
@@ -73,6 +74,7 @@ struct plan {
   std::uint64_t short_max = ~std::uint64_t(0);  // group / ragged: longest segment for `group` lanes
   std::uint64_t chunk = ~std::uint64_t(0);      // ragged: chunk of the input (elements); longer segments go to blocks
   std::uint64_t chunks = 0;                     // ragged: ceil(n / chunk)
+  unsigned resident = 0; // columns: the resident blocks of the columns kernel the rule counted
   std::string why;       // the rule's reasons, for `tally bench segmented` and --debug
 };
 
@@ -108,5 +110,10 @@ std::uint64_t scratch_bytes(const problem& p, const plan& pl, int elem_bytes, in
 
 // acc_bytes: the op's accumulator (partials of split and columns plans are that large).
 plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, const device_limits& d);
+
+// Every plan a strided-axis problem could run with (thin with one and, where allowed, four vectors
+// per thread; column tiles of 8-256 vectors with 1 block per tile or about 1, 2 and 4 waves), all
+// within the workspace: what `tally bench segmented --sweep` times against the rule's pick.
+std::vector<plan> column_candidates(const problem& p, int elem_bytes, int acc_bytes, const device_limits& d);
 
 }  // namespace tally::seg

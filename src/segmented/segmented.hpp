@@ -34,6 +34,11 @@ void validate_offsets(const problem& p, unsigned long long* d_status, cudaStream
 // The plan of the last segmented call on this thread.
 void record_plan(const plan& pl);
 plan last_plan();
+// `tally bench segmented --sweep`: while set (on this thread), segmented calls run with *pl
+// instead of the rule's plan; it must be one of column_candidates() of the call's problem for the
+// call's element and accumulator sizes. nullptr restores the rule.
+void force_plan(const plan* pl);
+const plan* forced_plan();
 // What the plan rule reads about the current device (the same for every stream and capture).
 device_limits limits_for(const core::device_context& dev);
 
