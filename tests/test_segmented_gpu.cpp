@@ -437,18 +437,8 @@ TEST(SegmentedGpu, BadOffsetsWriteNothing) {
 
 // Same shape twice: the same bits (float sums of random data, split and group plans); and a
 // captured graph gives the same results as the direct call.
-// The plan rule's inputs for the current GPU (SMs and threads per SM from the device, the
-// workspace's partials and counters as the library sizes them).
-seg::device_limits this_gpu_limits() {
-  int dev = 0;
-  seg::device_limits lim;
-  EXPECT_EQ(cudaGetDevice(&dev), cudaSuccess);
-  EXPECT_EQ(cudaDeviceGetAttribute(&lim.sm_count, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
-  EXPECT_EQ(cudaDeviceGetAttribute(&lim.max_threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, dev), cudaSuccess);
-  lim.partial_bytes = 4u << 20;
-  lim.max_tiles = 2048;
-  return lim;
-}
+// The plan rule's inputs for the current GPU, as the library reads them.
+seg::device_limits this_gpu_limits() { return seg::limits_for(core::current_context()); }
 
 // Thin columns with four vectors of results per thread: a short axis and more than four vectors
 // of columns per resident thread (the plan rule's threshold, from this GPU's properties), the

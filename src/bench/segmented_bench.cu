@@ -82,18 +82,11 @@ std::string plan_cell(const seg::plan& pl) {
          (pl.per_seg > 1 ? " x" + std::to_string(pl.per_seg) : "");
 }
 
-// The plan rule's inputs for this GPU, as the library reads them (resident blocks of the columns
-// kernel from the rule's own last plan).
-seg::device_limits sweep_limits(const device_info& dev, const seg::plan& rule) {
-  seg::device_limits d;
-  int dev_id = 0, threads = 0;
-  check(cudaGetDevice(&dev_id), "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&threads, cudaDevAttrMaxThreadsPerMultiProcessor, dev_id), "cudaDeviceGetAttribute");
-  d.sm_count = dev.sm_count;
-  d.max_threads_per_sm = threads;
-  d.partial_bytes = core::kSegScratchBytes;
-  d.max_tiles = core::kSegCounters;
-  if (rule.how == seg::strategy::columns && dev.sm_count > 0) d.columns_blocks_per_sm = static_cast<int>(rule.resident) / dev.sm_count;
+// The plan rule's inputs for this GPU, as the library reads them, with the columns kernel's
+// resident blocks that the rule counted for its own pick.
+seg::device_limits sweep_limits(const seg::plan& rule) {
+  seg::device_limits d = seg::limits_for(core::current_context());
+  if (rule.how == seg::strategy::columns && d.sm_count > 0) d.columns_blocks_per_sm = static_cast<int>(rule.resident) / d.sm_count;
   return d;
 }
 
@@ -213,7 +206,7 @@ report run_segmented_bench(const segmented_bench_options& opt) {
         const seg::plan rule = seg::last_plan();
         seg::problem p;
         p.outer = 1, p.length = rows, p.inner = cols, p.length_stride = cols, p.aligned16 = true;
-        const std::vector<seg::plan> cands = seg::column_candidates(p, 4, 4, sweep_limits(dev, rule));
+        const std::vector<seg::plan> cands = seg::column_candidates(p, 4, 4, sweep_limits(rule));
         std::vector<call_fn> calls{[&](cudaStream_t s, std::uint64_t) { columns_call(s); }};
         for (const seg::plan& c : cands)
           calls.push_back([&, c](cudaStream_t s, std::uint64_t) {

@@ -368,8 +368,9 @@ __global__ void __launch_bounds__(BLOCK, 2) seg_split_kernel(seg_args<T, Op> a) 
 
 // inner > 1: a tile is col_vecs vectors of adjacent results (VN results each with 16-byte loads,
 // one without) and BLOCK / col_vecs lanes along the axis. Lane kl reads rows kl, kl + lanes, ...
-// of its share of the axis, four loads in flight; the lanes of one column combine in a fixed
-// tree in shared memory; per_seg blocks per tile combine their partials like split.
+// of its share of the axis, four loads in flight; the lanes of one column combine by shuffles
+// inside a warp, then across warps in shared memory; per_seg blocks per tile combine their
+// partials like split.
 template <class T, class Op, int BLOCK, int VN>
 __device__ __forceinline__ void columns_tile(const seg_args<T, Op>& a, std::uint64_t w,
                                              typename Op::acc_type (&tree)[2][BLOCK], bool& last) {

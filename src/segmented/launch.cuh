@@ -43,10 +43,7 @@ plan plan_unary(const problem& p, const seg_ctx& c) {
   const int dev = c.dev->ordinal;
   int n = dev >= 0 && dev < kMaxDevices ? per_sm[dev].load(std::memory_order_relaxed) : 0;
   if (n == 0) {
-    core::check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, seg_columns_kernel<T, Op, kColumnsBlock>,
-                                                                   kColumnsBlock, 0),
-                     "cudaOccupancyMaxActiveBlocksPerMultiprocessor(segmented columns kernel)");
-    n = n > 0 ? n : 1;
+    n = core::occupancy_of(seg_columns_kernel<T, Op, kColumnsBlock>, core::shape{kColumnsBlock, 1, 1, 1});
     if (dev >= 0 && dev < kMaxDevices) per_sm[dev].store(n, std::memory_order_relaxed);
   }
   cc.limits.columns_blocks_per_sm = n;

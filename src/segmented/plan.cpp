@@ -79,6 +79,13 @@ void fill_thin(plan& r, const problem& p, bool vec, std::uint64_t per_vec, int m
           " of " + std::to_string(per_vec) + " results down the axis" +
           (vec ? ", 16-byte loads" : ", element loads (rows not 16-byte aligned)");
 }
+// Resident blocks of the columns kernel on the whole GPU (the occupancy the launcher asked for, or
+// max_threads_per_sm / kColumnsBlock per SM where unknown).
+std::uint64_t columns_resident(const device_limits& d) {
+  const std::uint64_t bps = d.columns_blocks_per_sm > 0 ? static_cast<std::uint64_t>(d.columns_blocks_per_sm)
+                                                        : static_cast<std::uint64_t>(std::max(1, d.max_threads_per_sm / kColumnsBlock));
+  return static_cast<std::uint64_t>(std::max(1, d.sm_count)) * bps;
+}
 bool columns_vec(const problem& p, int elem_bytes) {
   const std::uint64_t vn = 16 / static_cast<std::uint64_t>(elem_bytes);
   return p.aligned16 && p.inner % vn == 0 && (p.length_stride * elem_bytes) % 16 == 0 &&
@@ -145,9 +152,7 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
       return r;
     }
     // Columns: a tile of adjacent results, lanes along the axis.
-    const std::uint64_t bps = d.columns_blocks_per_sm > 0 ? static_cast<std::uint64_t>(d.columns_blocks_per_sm)
-                                                          : static_cast<std::uint64_t>(std::max(1, d.max_threads_per_sm / kColumnsBlock));
-    const std::uint64_t resident = sms * bps;
+    const std::uint64_t resident = columns_resident(d);
     // The widest tile (fewest lanes along the axis, the longest run of loads per lane) while the
     // tiles fill the GPU; with fewer tiles than resident blocks, blocks share a tile's axis, and
     // the tile narrows (down to 8 vectors, whole 128-byte lines) until its last block has at
@@ -169,7 +174,7 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
     const std::uint64_t cv_min = std::min<std::uint64_t>(cv, 8);
     while (cv > cv_min && per_of(cv) > 1 && (per_of(cv) * cv * per_vec > kTilePartials || cv > 32)) cv /= 2;
     fill_columns(r, p, vec, per_vec, cv, per_of(cv), resident);
-    r.why += " (" + std::to_string(bps) + " blocks per SM)";
+    r.why += " (" + std::to_string(resident / sms) + " blocks per SM)";
     return r;
   }
 
@@ -257,10 +262,7 @@ std::vector<plan> column_candidates(const problem& p, int elem_bytes, int acc_by
   const bool vec = columns_vec(p, elem_bytes);
   const std::uint64_t per_vec = vec ? 16 / static_cast<std::uint64_t>(elem_bytes) : 1;
   const std::uint64_t vecs = ceil_div(p.inner, per_vec), items = p.outer * vecs;
-  const std::uint64_t sms = static_cast<std::uint64_t>(std::max(1, d.sm_count));
-  const std::uint64_t bps = d.columns_blocks_per_sm > 0 ? static_cast<std::uint64_t>(d.columns_blocks_per_sm)
-                                                        : static_cast<std::uint64_t>(std::max(1, d.max_threads_per_sm / kColumnsBlock));
-  const std::uint64_t resident = sms * bps;
+  const std::uint64_t resident = columns_resident(d);
   const std::uint64_t slots = d.partial_bytes / static_cast<std::uint64_t>(std::max(acc_bytes, 1));
   plan t;
   fill_thin(t, p, vec, per_vec, 1, items);
