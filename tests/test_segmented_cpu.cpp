@@ -140,6 +140,29 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
   }
 }
 
+// Blocks sharing a tile pay a fixed combine: where the narrowest tiles, a block each, fit one wave
+// and need at most kCombineRounds more rounds of loads per lane than the shared plan, they run
+// alone (256 x 4096: 128 tiles of 32 columns, 8 rows per lane); longer axes still share
+// (4096 x 256: 16 rounds alone; 4096 x 4096: 16 rounds alone against 8 shared).
+TEST(SegmentedPlanCpu, ShortAxesRunTilesAlone) {
+  seg::device_limits two = h100();
+  two.columns_blocks_per_sm = 2;
+  auto pl = seg::make_plan(columns(256, 4096), 4, 4, false, two);
+  EXPECT_EQ(pl.how, seg::strategy::columns);
+  EXPECT_EQ(pl.per_seg, 1u);
+  EXPECT_EQ(pl.col_vecs, 8);
+  EXPECT_EQ(pl.blocks, 128u);
+  pl = seg::make_plan(columns(4096, 256), 4, 4, false, two);
+  EXPECT_EQ(pl.how, seg::strategy::columns);
+  EXPECT_GT(pl.per_seg, 1u);
+  pl = seg::make_plan(columns(4096, 4096), 4, 4, false, two);
+  EXPECT_GT(pl.per_seg, 1u);
+  // More tiles than resident blocks at the narrowest width: the wide-tile rule as before.
+  pl = seg::make_plan(columns(256, 1u << 16), 4, 4, false, two);
+  EXPECT_EQ(pl.per_seg, 1u);
+  EXPECT_GE(pl.col_vecs, 16);
+}
+
 // The sweep's candidates (`tally bench segmented --sweep`): thin plans and column tiles, each
 // within the workspace (partials and tile counters), none twice.
 TEST(SegmentedPlanCpu, ColumnCandidatesFitTheWorkspace) {

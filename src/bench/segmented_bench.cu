@@ -133,7 +133,9 @@ report run_segmented_bench(const segmented_bench_options& opt) {
                                   offs.as<std::int64_t>(), offs.as<std::int64_t>() + 1, stream);
   dev_mem temp(temp_bytes);
 
-  for (int lt : totals) {
+  // --sweep-only: the sweep's table alone.
+  const std::vector<int> table_totals = opt.sweep_only ? std::vector<int>{} : totals;
+  for (int lt : table_totals) {
     const std::uint64_t total = std::uint64_t(1) << lt;
     for (std::uint64_t cols : cols_list) {
       if (cols > total) continue;
@@ -184,10 +186,15 @@ report run_segmented_bench(const segmented_bench_options& opt) {
       }
     }
   }
-  rep.tables.push_back(std::move(t));
+  if (!opt.sweep_only) rep.tables.push_back(std::move(t));
 
   // --sweep: every candidate column plan against the rule's pick, interleaved in one timing.
-  if (opt.sweep) {
+  if (opt.sweep || opt.sweep_only) {
+    // Fewer repetitions (a shape has up to two dozen candidates); candidates with a sixteenth of
+    // the rule's blocks or fewer are left out (a block or a few reading the whole matrix: seconds
+    // of timing for a plan that cannot win).
+    timing_plan sweep_timing = plan;
+    sweep_timing.per_call_reps = 21, sweep_timing.batch_reps = 3, sweep_timing.max_batch = 200;
     table sw;
     sw.title = "columns, f32 sum: every candidate plan vs the rule's pick (" + dev.name + ")";
     sw.columns = {{"total", "total", -1},       {"shape", "rows x cols", -1}, {"plan", "plan", -1},
@@ -206,7 +213,9 @@ report run_segmented_bench(const segmented_bench_options& opt) {
         const seg::plan rule = seg::last_plan();
         seg::problem p;
         p.outer = 1, p.length = rows, p.inner = cols, p.length_stride = cols, p.aligned16 = true;
-        const std::vector<seg::plan> cands = seg::column_candidates(p, 4, 4, sweep_limits(rule));
+        std::vector<seg::plan> cands;
+        for (const seg::plan& c : seg::column_candidates(p, 4, 4, sweep_limits(rule)))
+          if (std::uint64_t(c.blocks) * 16 > rule.blocks) cands.push_back(c);
         std::vector<call_fn> calls{[&](cudaStream_t s, std::uint64_t) { columns_call(s); }};
         for (const seg::plan& c : cands)
           calls.push_back([&, c](cudaStream_t s, std::uint64_t) {
@@ -214,11 +223,25 @@ report run_segmented_bench(const segmented_bench_options& opt) {
             columns_call(s);
             seg::force_plan(nullptr);
           });
-        const auto tm = time_interleaved(calls, stream, 1, plan);
+        const auto tm = time_interleaved(calls, stream, 1, sweep_timing);
+        auto same_as_rule = [&](const seg::plan& c) {
+          return c.how == rule.how && c.col_vecs == rule.col_vecs && c.per_seg == rule.per_seg &&
+                 (c.how != seg::strategy::thin || c.group == rule.group);
+        };
+        if (std::none_of(cands.begin(), cands.end(), same_as_rule)) {
+          json r;  // the rule's pick is none of the candidates: its own row
+          r["total"] = pow2(total);
+          r["shape"] = pow2(rows) + " x " + pow2(cols);
+          r["plan"] = plan_cell(rule);
+          r["rule"] = "<- rule";
+          r["us"] = tm[0].graph_us;
+          r["vs_rule"] = 1.0;
+          r["pct_ceiling"] = 100.0 * total * 4 / tm[0].graph_us / 1e3 / ceil.read_gbps;
+          sw.rows.push_back(r);
+        }
         for (std::size_t k = 0; k < cands.size(); ++k) {
           const seg::plan& c = cands[k];
-          const bool same = c.how == rule.how && c.col_vecs == rule.col_vecs && c.per_seg == rule.per_seg &&
-                            (c.how != seg::strategy::thin || c.group == rule.group);
+          const bool same = same_as_rule(c);
           json r;
           r["total"] = pow2(total);
           r["shape"] = pow2(rows) + " x " + pow2(cols);
@@ -250,7 +273,7 @@ report run_segmented_bench(const segmented_bench_options& opt) {
   g.columns = {{"total", "total", -1}, {"segments", "segments", -1}, {"plan", "tally plan", -1},
                {"tally_us", "tally us", 2}, {"cub_us", "CUB us", 2}, {"ratio", "CUB/tally", 2},
                {"gbps", "tally GB/s", 1}, {"pct_ceiling", "% ceiling", 1}};
-  for (int lt : totals) {
+  for (int lt : table_totals) {
     const std::uint64_t total = std::uint64_t(1) << lt;
     for (std::uint64_t segments : {total / 4096, total / 64}) {
       if (segments == 0) continue;
@@ -282,7 +305,7 @@ report run_segmented_bench(const segmented_bench_options& opt) {
       if (opt.progress) opt.progress("ragged " + pow2(total) + ", " + pow2(segments) + " segments");
     }
   }
-  rep.tables.push_back(std::move(g));
+  if (!opt.sweep_only) rep.tables.push_back(std::move(g));
 
   // Dot of matching rows: tally's dot_rows against CUB summing x[i] * y[i] through a transform
   // iterator over the same row offsets (two matrices read, so the bytes are twice the total).
@@ -303,7 +326,7 @@ report run_segmented_bench(const segmented_bench_options& opt) {
   cub::DeviceSegmentedReduce::Sum(nullptr, dot_temp_bytes, products, out.as<float>(), int(nmax / 16),
                                   offs.as<std::int64_t>(), offs.as<std::int64_t>() + 1, stream);
   dev_mem dot_temp(dot_temp_bytes);
-  for (int lt : totals) {
+  for (int lt : table_totals) {
     const std::uint64_t total = std::uint64_t(1) << lt;
     for (std::uint64_t cols : {std::uint64_t(16), std::uint64_t(256), std::uint64_t(4096), std::uint64_t(65536),
                                std::uint64_t(1) << 20}) {
@@ -340,7 +363,7 @@ report run_segmented_bench(const segmented_bench_options& opt) {
       if (opt.progress) opt.progress("dot rows " + pow2(rows) + " x " + pow2(cols));
     }
   }
-  rep.tables.push_back(std::move(dt));
+  if (!opt.sweep_only) rep.tables.push_back(std::move(dt));
   cudaStreamDestroy(stream);
   return rep;
 }

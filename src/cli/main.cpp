@@ -303,13 +303,14 @@ int main(int argc, char** argv) {
       ->delimiter(',');
 
   output_files seg_out;
-  bool seg_quick = false, seg_sweep = false;
+  bool seg_quick = false, seg_sweep = false, seg_sweep_only = false;
   std::vector<int> seg_totals;
   auto* segb = bench->add_subcommand(
       "segmented", "rows, columns and ragged segments (f32 sum) vs CUB DeviceSegmentedReduce; totals 2^20, 2^24, 2^28");
   add_output_options(segb, seg_out);
   segb->add_flag("--quick", seg_quick, "fewer repetitions");
   segb->add_flag("--sweep", seg_sweep, "also time every candidate plan of the column shapes against the rule's pick");
+  segb->add_flag("--sweep-only", seg_sweep_only, "that sweep alone (no rows, columns, ragged or dot tables)");
   segb->add_option("--totals", seg_totals, "log2 of the total elements, e.g. 20,24,28")->delimiter(',');
 
   output_files host_out;
@@ -465,6 +466,7 @@ int main(int argc, char** argv) {
       o.log2_totals = seg_totals;
       o.quick = seg_quick;
       o.sweep = seg_sweep;
+      o.sweep_only = seg_sweep_only;
       return bench_run("segmented", o, tally::bench::run_segmented_bench, seg_out);
     }
     if (hostb->parsed()) {

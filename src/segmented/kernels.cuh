@@ -368,7 +368,7 @@ __global__ void __launch_bounds__(BLOCK, 2) seg_split_kernel(seg_args<T, Op> a) 
 
 // inner > 1: a tile is col_vecs vectors of adjacent results (VN results each with 16-byte loads,
 // one without) and BLOCK / col_vecs lanes along the axis. Lane kl reads rows kl, kl + lanes, ...
-// of its share of the axis, four loads in flight; the lanes of one column combine by shuffles
+// of its share of the axis, kColumnLoads loads in flight; the lanes of one column combine by shuffles
 // inside a warp, then across warps in shared memory; per_seg blocks per tile combine their
 // partials like split.
 template <class T, class Op, int BLOCK, int VN>
@@ -398,31 +398,30 @@ __device__ __forceinline__ void columns_tile(const seg_args<T, Op>& a, std::uint
   if (col0 < p.inner) {
     const T* col = a.d_in + o * p.outer_stride + col0;
     std::uint64_t k = kb + kl;
-    if constexpr (VN > 1) {
-      for (; k + 3 * std::uint64_t(lanes) < ke; k += 4 * std::uint64_t(lanes)) {
-        V v[4];
+    // Rounds of kColumnLoads loads in flight, the last one predicated (a lane's rows fold in
+    // order k, k + lanes, ... either way).
+    const std::uint64_t step = lanes;
+    for (; k < ke; k += kColumnLoads * step) {
+      if constexpr (VN > 1) {
+        V v[kColumnLoads];
 #pragma unroll
-        for (int u = 0; u < 4; ++u)
-          v[u] = core::load_vec<core::load_hint::ldg>(reinterpret_cast<const V*>(col + (k + u * lanes) * p.length_stride));
+        for (int u = 0; u < kColumnLoads; ++u)
+          if (k + u * step < ke)
+            v[u] = core::load_vec<core::load_hint::ldg>(reinterpret_cast<const V*>(col + (k + u * step) * p.length_stride));
 #pragma unroll
-        for (int u = 0; u < 4; ++u)
+        for (int u = 0; u < kColumnLoads; ++u)
+          if (k + u * step < ke)
 #pragma unroll
-          for (int e = 0; e < VN; ++e) acc[e] = Op::combine(acc[e], core::transform_elem<Op>(v[u].e[e], k + u * lanes));
+            for (int e = 0; e < VN; ++e) acc[e] = Op::combine(acc[e], core::transform_elem<Op>(v[u].e[e], k + u * step));
+      } else {
+        T x[kColumnLoads];
+#pragma unroll
+        for (int u = 0; u < kColumnLoads; ++u)
+          if (k + u * step < ke) x[u] = col[(k + u * step) * p.length_stride];
+#pragma unroll
+        for (int u = 0; u < kColumnLoads; ++u)
+          if (k + u * step < ke) acc[0] = Op::combine(acc[0], core::transform_elem<Op>(x[u], k + u * step));
       }
-      for (; k < ke; k += lanes) {
-        const V v = core::load_vec<core::load_hint::ldg>(reinterpret_cast<const V*>(col + k * p.length_stride));
-#pragma unroll
-        for (int e = 0; e < VN; ++e) acc[e] = Op::combine(acc[e], core::transform_elem<Op>(v.e[e], k));
-      }
-    } else {
-      for (; k + 3 * std::uint64_t(lanes) < ke; k += 4 * std::uint64_t(lanes)) {
-        T x[4];
-#pragma unroll
-        for (int u = 0; u < 4; ++u) x[u] = col[(k + u * lanes) * p.length_stride];
-#pragma unroll
-        for (int u = 0; u < 4; ++u) acc[0] = Op::combine(acc[0], core::transform_elem<Op>(x[u], k + u * lanes));
-      }
-      for (; k < ke; k += lanes) acc[0] = Op::combine(acc[0], core::transform_elem<Op>(col[k * p.length_stride], k));
     }
   }
   // Each of the VN results: the lanes along the axis combine in a fixed tree, first inside the
@@ -444,16 +443,17 @@ __device__ __forceinline__ void columns_tile(const seg_args<T, Op>& a, std::uint
       for (unsigned j = 1; j < parts; ++j) r = Op::combine(r, buf[j * S + threadIdx.x]);
       if (col0 + e < p.inner) {
         if (a.per_seg == 1) a.d_out[o * p.inner + col0 + e] = core::finalize_with<Op>(r, p.length, a.d_in);
-        else {
-          a.d_partials[slot * cols_per_tile + std::uint64_t(cv) * VN + e] = r;
-          __threadfence();  // visible before thread 0 publishes the tile's count
-        }
+        else a.d_partials[slot * cols_per_tile + std::uint64_t(cv) * VN + e] = r;
       }
     }
   }
   if (a.per_seg == 1) return;
+  // The block's partials (written by up to CV threads) are ordered before thread 0's release by
+  // the barrier, and published by one device-scope fence and the counter's acq_rel increment (a
+  // fence per writing thread and result cost microseconds of latency at small sizes).
   __syncthreads();
   if (threadIdx.x == 0) {
+    __threadfence();
     const unsigned old = core::atomic_inc_acq_rel(a.d_counters + tile, a.per_seg - 1);
     last = old == a.per_seg - 1;
   }

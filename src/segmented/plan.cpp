@@ -43,6 +43,9 @@ constexpr std::uint64_t kChunksPerBlock = 8;
 constexpr std::uint64_t kTilePartials = std::uint64_t(16) << 10;
 constexpr std::uint64_t kColumnRowsPerLane = 8;
 constexpr std::uint64_t kColumnWaves = 2;
+// What the combine of a tile shared by several blocks costs, in rounds of kColumnLoads loads per
+// lane (H100, 2^20 elements: about 2.4 us against 0.45 us a round).
+constexpr std::uint64_t kCombineRounds = 4;
 // Thin column plans: axes up to this long always (lanes along the axis would only add a combine),
 // longer ones when the results give every resident thread its own; a grid of at most this many
 // blocks (each thread loops over the rest).
@@ -173,7 +176,16 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
     };
     const std::uint64_t cv_min = std::min<std::uint64_t>(cv, 8);
     while (cv > cv_min && per_of(cv) > 1 && (per_of(cv) * cv * per_vec > kTilePartials || cv > 32)) cv /= 2;
-    fill_columns(r, p, vec, per_vec, cv, per_of(cv), resident);
+    // Blocks sharing a tile pay a fixed combine (the partials' fence, the tile's counter, its last
+    // block reading them: about kCombineRounds rounds of loads in latency). Where the narrowest
+    // tiles, a block each in one wave, need at most that many more rounds per lane, they win.
+    std::uint64_t per = per_of(cv);
+    if (per > 1 && tiles_of(cv_min) <= resident) {
+      const std::uint64_t rounds_solo = ceil_div(p.length, (kColumnsBlock / cv_min) * kColumnLoads);
+      const std::uint64_t rounds_shared = ceil_div(ceil_div(p.length, per), (kColumnsBlock / cv) * kColumnLoads);
+      if (rounds_solo <= rounds_shared + kCombineRounds) cv = cv_min, per = 1;
+    }
+    fill_columns(r, p, vec, per_vec, cv, per, resident);
     r.why += " (" + std::to_string(resident / sms) + " blocks per SM)";
     return r;
   }
@@ -274,7 +286,8 @@ std::vector<plan> column_candidates(const problem& p, int elem_bytes, int acc_by
   for (std::uint64_t cv = std::min<std::uint64_t>(8, pow2_ceil(vecs)); cv <= std::min<std::uint64_t>(kColumnsBlock, pow2_ceil(vecs)); cv *= 2) {
     const std::uint64_t cpt = cv * per_vec, tiles = p.outer * ceil_div(p.inner, cpt), lanes = kColumnsBlock / cv;
     std::vector<std::uint64_t> pers{1};
-    for (std::uint64_t waves : {1, 2, 4}) pers.push_back(std::max<std::uint64_t>(1, waves * resident / tiles));
+    for (std::uint64_t quarter_waves : {1, 2, 4, 8, 16})  // a quarter of a wave .. four waves
+      pers.push_back(std::max<std::uint64_t>(1, quarter_waves * resident / (4 * tiles)));
     for (std::uint64_t per : pers) {
       per = std::min<std::uint64_t>(per, std::max<std::uint64_t>(1, p.length / lanes));
       if (per > 1 && (tiles > d.max_tiles || tiles * per * cpt > slots || per * cpt > 4 * kTilePartials)) continue;

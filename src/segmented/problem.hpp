@@ -97,6 +97,7 @@ inline constexpr int kFixupBlock = 256;    // and of the ragged fix-up kernel (a
 // in flight) only where their accumulators are small: at most 32 bytes per vector of results.
 inline constexpr int kThinWide = 4;
 inline constexpr int kThinLoads = 8;  // loads in flight per thread of the thin kernel
+inline constexpr int kColumnLoads = 8;  // and of a lane of the column tiles kernel
 constexpr bool thin_wide_ok(int results_per_vector, int acc_bytes) { return results_per_vector * acc_bytes <= 32; }
 
 // The ragged plan's workspace: per chunk, the segment covering its start (A) and the one starting
@@ -112,7 +113,7 @@ std::uint64_t scratch_bytes(const problem& p, const plan& pl, int elem_bytes, in
 plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, const device_limits& d);
 
 // Every plan a strided-axis problem could run with (thin with one and, where allowed, four vectors
-// per thread; column tiles of 8-256 vectors with 1 block per tile or about 1, 2 and 4 waves), all
+// per thread; column tiles of 8-256 vectors with 1 block per tile or about 1/4 to 4 waves), all
 // within the workspace: what `tally bench segmented --sweep` times against the rule's pick.
 std::vector<plan> column_candidates(const problem& p, int elem_bytes, int acc_bytes, const device_limits& d);
 
