@@ -10,7 +10,8 @@
 # (scripts/python-bench.py: tally.sum vs torch and cupy), pytest (the Python tests alone; the test
 # stage runs them too), calls (tally bench calls: the host cost of one small call and of the
 # driver queries behind the memory checks), lab (tally lab run), sweep (tally lab sweep), tune
-# (tally bench tune --measure: the policy's choice and the shape sweeps). Logs and JSON land in
+# (tally bench tune --measure: the policy's choice and the shape sweeps), dist (the sharded reductions:
+# Dist* tests, and tally_dist_mpi_check under mpirun on every GPU). Logs and JSON land in
 # OUTDIR. TALLY_TEST_FILTER narrows the test stage (a gtest filter).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -54,6 +55,21 @@ if has test; then
   # 1 MiB staging chunks: every file of a few MiB crosses chunk boundaries (src/chunked).
   TALLY_CHUNK_MIB=1 python3 scripts/cli-check.py "$bin/tally" /tmp/tally-cli-check >>"$out/tests.log" 2>&1 || status=1
   tail -1 "$out/tests.log" | tee -a "$out/summary.txt"
+fi
+if has dist; then
+  # The sharded reductions: the suite's Dist* tests (a communicator of every GPU of this process),
+  # then one process per GPU under MPI (NVLink multicast off: KINDS.md of the device tool).
+  step "dist: sharded reductions (NCCL), one process and one process per GPU"
+  "$bin/tally_tests" --gtest_brief=1 --gtest_filter='Dist*' >"$out/dist.log" 2>&1 || status=1
+  tail -3 "$out/dist.log" | tee -a "$out/summary.txt"
+  gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+  if [ "$gpus" -ge 2 ] && [ -x "$bin/tally_dist_mpi_check" ]; then
+    NCCL_NVLS_ENABLE=0 timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$gpus" -x NCCL_NVLS_ENABLE \
+      "$bin/tally_dist_mpi_check" "${TALLY_DIST_LOG2N:-24}" >>"$out/dist.log" 2>&1 || status=1
+    tail -1 "$out/dist.log" | tee -a "$out/summary.txt"
+  else
+    echo "dist: $gpus GPU(s): the one-process-per-GPU check needs two (nvidia-h200-x2)" | tee -a "$out/summary.txt"
+  fi
 fi
 if has sanitize; then
   # The lab's deliberately wrong variants race by design (hip-3, hip-4: every thread of a block

@@ -5,7 +5,9 @@
 set -euo pipefail
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-for p in cmake ninja-build g++ libgtest-dev libgmock-dev libcli11-dev libfmt-dev nlohmann-json3-dev; do
+# OpenMPI: the launcher and the MPI side of the multi-GPU check and `tally bench dist` (libtally_dist
+# itself needs only NCCL, which comes with the CUDA toolkit or the GPU image).
+for p in cmake ninja-build g++ libgtest-dev libgmock-dev libcli11-dev libfmt-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin; do
   have_pkg "$p" || need+=("$p")
 done
 if ((${#need[@]})); then

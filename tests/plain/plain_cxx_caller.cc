@@ -1,5 +1,6 @@
 // Compiled by g++ with only include/ on the path: proves tally.hpp needs no CUDA headers, and
 // exercises the API the way a plain C++ caller would. Exit 77 = skipped (no GPU).
+#include <tally/dist.hpp>  // plain C++ too (libtally_dist is not linked here)
 #include <tally/tally.hpp>
 
 #include <cstdio>

@@ -1,0 +1,110 @@
+// tally::dist: reductions of an array sharded across GPUs and nodes (libtally_dist, NCCL).
+//
+// Every rank (one per GPU) holds a shard of one global array in device memory and passes it with
+// the index of its first element in the global array; every rank gets the result over the whole
+// array. NCCL carries the traffic; MPI (or any other launcher) only starts the processes and hands
+// rank 0's NCCL id to the others (tally/dist_mpi.hpp does that in the caller's code, so the library
+// itself does not link MPI).
+//
+//   // mpirun -np 2 ./app            (one process per GPU)
+//   MPI_Init(&argc, &argv);
+//   tally::dist::communicator comm = tally::dist::mpi_communicator(MPI_COMM_WORLD);
+//   tally::value s = tally::dist::reduce(comm, d_shard, shard_n, first, tally::dtype::f32, tally::op::sum);
+//
+// Numerics. Each rank reduces its shard with tally's 1-D reduce into the op's partial (for exact
+// modes: the exact accumulator, never rounded); the partials are exchanged with one NCCL
+// all-gather and combined in rank order on every rank, on the host, as the chunked layer combines
+// pieces (src/chunked/combine.hpp). So: integers, min/max, argmin/argmax (global indices, the
+// first on ties), bitwise and logical ops are the same bits as one GPU's reduce over the whole
+// array; the exact mode is the same bits for ANY number of ranks and any shard sizes (the exact
+// accumulators add without rounding and the sum is rounded once); fast and compensated float
+// results are the same bits from run to run for a given number of ranks and shard sizes.
+//
+// Failures. Before combining, every rank checks every rank's arguments (the same op, dtype,
+// options and kind of call; shards that tile [0, total) without gaps or overlaps); a rank whose
+// own arguments are bad still takes part, so all ranks throw tally::error naming the rank and
+// what is wrong instead of hanging. A rank that never arrives (it crashed, or called something
+// else) makes the others throw after dist_options::timeout_ms, having aborted the communicator.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "tally/tally.hpp"
+
+struct ncclComm;  // NCCL's communicator (ncclComm_t is ncclComm*)
+
+namespace tally::dist {
+
+// NCCL's unique id (ncclUniqueId: 128 bytes), made by rank 0 and sent to every rank.
+struct unique_id {
+  unsigned char bytes[128] = {};
+};
+unique_id make_unique_id();  // calls ncclGetUniqueId; rank 0 only
+
+struct dist_options {
+  // How long a rank waits for the others (the argument check and the exchange) before it aborts
+  // the communicator and throws. 0: wait forever.
+  std::uint64_t timeout_ms = 60000;
+};
+
+class communicator {
+ public:
+  // One rank of `size` (collective: every rank calls it with rank 0's id), on CUDA device
+  // `device` (the caller's current device when -1).
+  static communicator init_rank(const unique_id& id, int rank, int size, int device = -1,
+                                const dist_options& opt = {});
+  // One process driving several GPUs: a communicator per device, rank k on devices[k].
+  static std::vector<communicator> init_all(const std::vector<int>& devices, const dist_options& opt = {});
+  // An existing NCCL communicator (as a training framework holds one); tally never destroys it.
+  // device: the GPU of this rank (the current device when -1).
+  static communicator borrow(ncclComm* comm, int device = -1, const dist_options& opt = {});
+
+  ~communicator();
+  communicator(communicator&&) noexcept;
+  communicator& operator=(communicator&&) noexcept;
+  communicator(const communicator&) = delete;
+  communicator& operator=(const communicator&) = delete;
+
+  int rank() const;
+  int size() const;
+  int device() const;
+  ncclComm* nccl() const;  // the NCCL communicator
+  // False after a timeout aborted it (every later call throws).
+  bool usable() const;
+
+  struct impl;  // opaque (src/dist/communicator.cpp)
+  impl* get() const noexcept { return p_.get(); }
+
+ private:
+  explicit communicator(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> p_;
+};
+
+// The shard of one rank: n elements at d_in (device memory of the communicator's GPU; null allowed
+// only when n = 0), whose first element is element `first` of the global array.
+struct shard {
+  const void* d_in = nullptr;
+  std::uint64_t n = 0;
+  std::uint64_t first = 0;
+  const void* d_in2 = nullptr;  // dot: the matching shard of y
+};
+
+// Collective: every rank of comm calls the same function with the same dtype, op and options.
+// Blocks until the result is known (the shard's reduce runs on `stream`, the exchange on the
+// communicator's own stream after it). The result is the same on every rank.
+value reduce(const communicator& comm, const shard& s, dtype t, op o, const options& opt = {},
+             stream_t stream = nullptr);
+value dot(const communicator& comm, const shard& s, dtype t, const options& opt = {}, stream_t stream = nullptr);
+stats reduce_stats(const communicator& comm, const shard& s, dtype t, const options& opt = {},
+                   stream_t stream = nullptr);
+
+// One process driving all the ranks of `comms` (from communicator::init_all): shards[k] on
+// comms[k]; returns the one result. streams: one per rank, or empty for the default streams.
+value reduce(const std::vector<communicator>& comms, const std::vector<shard>& shards, dtype t, op o,
+             const options& opt = {}, const std::vector<stream_t>& streams = {});
+stats reduce_stats(const std::vector<communicator>& comms, const std::vector<shard>& shards, dtype t,
+                   const options& opt = {}, const std::vector<stream_t>& streams = {});
+
+}  // namespace tally::dist

@@ -1,0 +1,226 @@
+// tally::dist::communicator: NCCL communicators made non-blocking (every wait has a deadline),
+// and the record buffers of the exchange.
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "core/context.hpp"
+#include "dist/comm.hpp"
+#include "dist/record.hpp"
+
+namespace tally::dist {
+
+using core::check_cuda;
+using clock = std::chrono::steady_clock;
+
+void check_nccl(ncclResult_t r, const char* what) {
+  if (r == ncclSuccess || r == ncclInProgress) return;
+  throw error(std::string("tally::dist: ") + what + " failed: " + ncclGetErrorString(r) +
+              " (NCCL " + std::to_string(NCCL_VERSION_CODE) + ")");
+}
+
+device_scope::device_scope(int d) : want_(d) {
+  check_cuda(cudaGetDevice(&was_), "cudaGetDevice");
+  if (was_ != want_) check_cuda(cudaSetDevice(want_), "cudaSetDevice(the communicator's device)");
+}
+device_scope::~device_scope() {
+  if (was_ != want_ && cudaSetDevice(was_) != cudaSuccess) (void)cudaGetLastError();
+}
+
+namespace {
+
+bool timed_out(const dist_options& o, clock::time_point start) {
+  return o.timeout_ms > 0 && clock::now() - start > std::chrono::milliseconds(o.timeout_ms);
+}
+
+[[noreturn]] void abort_and_throw(communicator::impl& c, const std::string& why) {
+  if (c.comm != nullptr && c.usable) (void)ncclCommAbort(c.comm);
+  c.usable = false;
+  if (c.owned) c.comm = nullptr;  // aborted: nothing left to destroy
+  throw error("tally::dist: rank " + std::to_string(c.rank) + " of " + std::to_string(c.size) + ": " + why +
+              "; the communicator was aborted (make a new one)");
+}
+
+// Waits for a non-blocking communicator's pending operation (init) to finish.
+void wait_comm(communicator::impl& c, const char* what, clock::time_point start) {
+  for (;;) {
+    ncclResult_t st = ncclSuccess;
+    check_nccl(ncclCommGetAsyncError(c.comm, &st), "ncclCommGetAsyncError");
+    if (st == ncclSuccess) return;
+    if (st != ncclInProgress) abort_and_throw(c, std::string(what) + ": " + ncclGetErrorString(st));
+    if (timed_out(c.opt, start))
+      abort_and_throw(c, std::string(what) + ": no answer from the other ranks within " +
+                             std::to_string(c.opt.timeout_ms) + " ms (did every rank call it?)");
+    std::this_thread::yield();
+  }
+}
+
+void allocate(communicator::impl& c) {
+  const std::size_t rb = record_bytes();
+  check_cuda(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking), "cudaStreamCreate(the communicator's stream)");
+  check_cuda(cudaEventCreateWithFlags(&c.ready, cudaEventDisableTiming), "cudaEventCreate(the communicator's event)");
+  check_cuda(cudaMalloc(reinterpret_cast<void**>(&c.d_mine), rb), "cudaMalloc(the communicator's record)");
+  check_cuda(cudaMalloc(reinterpret_cast<void**>(&c.d_all), rb * static_cast<std::size_t>(c.size)),
+             "cudaMalloc(the communicator's records of every rank)");
+  check_cuda(cudaMallocHost(reinterpret_cast<void**>(&c.h_mine), rb), "cudaMallocHost(the communicator's record)");
+  check_cuda(cudaMallocHost(reinterpret_cast<void**>(&c.h_all), rb * static_cast<std::size_t>(c.size)),
+             "cudaMallocHost(the communicator's records of every rank)");
+}
+
+int device_or_current(int device) {
+  if (device >= 0) return device;
+  int d = 0;
+  check_cuda(cudaGetDevice(&d), "cudaGetDevice");
+  return d;
+}
+
+void check_device(int device) {
+  int count = 0;
+  check_cuda(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+  if (device < 0 || device >= count)
+    throw error("tally::dist: device " + std::to_string(device) + " does not exist (this process sees " +
+                std::to_string(count) + " GPU(s))");
+}
+
+ncclConfig_t nonblocking() {
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  return cfg;
+}
+
+}  // namespace
+
+void wait_for(communicator::impl& c, cudaStream_t stream, const char* what, clock::time_point start) {
+  for (;;) {
+    ncclResult_t st = ncclSuccess;
+    check_nccl(ncclCommGetAsyncError(c.comm, &st), "ncclCommGetAsyncError");
+    if (st != ncclSuccess && st != ncclInProgress) abort_and_throw(c, std::string(what) + ": " + ncclGetErrorString(st));
+    if (st == ncclSuccess) {
+      const cudaError_t q = cudaStreamQuery(stream);
+      if (q == cudaSuccess) return;
+      if (q != cudaErrorNotReady) check_cuda(q, what);
+    }
+    if (timed_out(c.opt, start))
+      abort_and_throw(c, std::string(what) + ": no answer from the other ranks within " +
+                             std::to_string(c.opt.timeout_ms) + " ms (a rank failed, or called something else)");
+    std::this_thread::yield();
+  }
+}
+
+communicator::impl::~impl() {
+  if (stream != nullptr) (void)cudaStreamSynchronize(stream);
+  if (comm != nullptr && owned) {
+    if (usable) (void)ncclCommDestroy(comm);
+    else (void)ncclCommAbort(comm);
+  }
+  cudaFree(d_mine);
+  cudaFree(d_all);
+  cudaFreeHost(h_mine);
+  cudaFreeHost(h_all);
+  if (ready != nullptr) cudaEventDestroy(ready);
+  if (stream != nullptr) cudaStreamDestroy(stream);
+  (void)cudaGetLastError();
+}
+
+unique_id make_unique_id() {
+  static_assert(sizeof(ncclUniqueId) == sizeof(unique_id::bytes), "NCCL's unique id is 128 bytes");
+  ncclUniqueId id;
+  check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  unique_id u;
+  std::memcpy(u.bytes, &id, sizeof id);
+  return u;
+}
+
+communicator::communicator(std::unique_ptr<impl> p) : p_(std::move(p)) {}
+communicator::~communicator() = default;
+communicator::communicator(communicator&&) noexcept = default;
+communicator& communicator::operator=(communicator&&) noexcept = default;
+
+namespace {
+const communicator::impl& checked(const std::unique_ptr<communicator::impl>& p) {
+  if (!p) throw error("tally::dist::communicator: this communicator was moved from");
+  return *p;
+}
+}  // namespace
+
+int communicator::rank() const { return checked(p_).rank; }
+int communicator::size() const { return checked(p_).size; }
+int communicator::device() const { return checked(p_).device; }
+ncclComm* communicator::nccl() const { return checked(p_).comm; }
+bool communicator::usable() const { return checked(p_).usable; }
+
+communicator communicator::init_rank(const unique_id& id, int rank, int size, int device, const dist_options& opt) {
+  if (size < 1 || rank < 0 || rank >= size)
+    throw error("tally::dist::communicator::init_rank: rank " + std::to_string(rank) + " of " + std::to_string(size) +
+                ": need 0 <= rank < size");
+  auto c = std::make_unique<impl>();
+  c->rank = rank, c->size = size, c->device = device_or_current(device), c->opt = opt;
+  check_device(c->device);
+  device_scope on(c->device);
+  allocate(*c);
+  ncclUniqueId nid;
+  std::memcpy(&nid, id.bytes, sizeof nid);
+  ncclConfig_t cfg = nonblocking();
+  const auto start = clock::now();
+  check_nccl(ncclCommInitRankConfig(&c->comm, size, nid, rank, &cfg), "ncclCommInitRankConfig");
+  wait_comm(*c, "ncclCommInitRankConfig", start);
+  return communicator(std::move(c));
+}
+
+std::vector<communicator> communicator::init_all(const std::vector<int>& devices, const dist_options& opt) {
+  if (devices.empty()) throw error("tally::dist::communicator::init_all: no devices given");
+  const int size = static_cast<int>(devices.size());
+  std::vector<std::unique_ptr<impl>> cs;
+  for (int k = 0; k < size; ++k) {
+    auto c = std::make_unique<impl>();
+    c->rank = k, c->size = size, c->device = devices[k], c->opt = opt;
+    check_device(c->device);
+    device_scope on(c->device);
+    allocate(*c);
+    cs.push_back(std::move(c));
+  }
+  const unique_id id = make_unique_id();
+  ncclUniqueId nid;
+  std::memcpy(&nid, id.bytes, sizeof nid);
+  const auto start = clock::now();
+  ncclConfig_t cfg = nonblocking();
+  check_nccl(ncclGroupStart(), "ncclGroupStart");
+  for (int k = 0; k < size; ++k) {
+    device_scope on(cs[k]->device);
+    const ncclResult_t r = ncclCommInitRankConfig(&cs[k]->comm, size, nid, k, &cfg);
+    if (r != ncclSuccess && r != ncclInProgress) {
+      (void)ncclGroupEnd();
+      check_nccl(r, "ncclCommInitRankConfig");
+    }
+  }
+  check_nccl(ncclGroupEnd(), "ncclGroupEnd(the communicators' init)");
+  for (auto& c : cs) wait_comm(*c, "ncclCommInitRankConfig", start);
+  std::vector<communicator> out;
+  for (auto& c : cs) out.push_back(communicator(std::move(c)));
+  return out;
+}
+
+communicator communicator::borrow(ncclComm* comm, int device, const dist_options& opt) {
+  if (comm == nullptr) throw error("tally::dist::communicator::borrow: the NCCL communicator is null");
+  auto c = std::make_unique<impl>();
+  c->comm = comm;
+  c->owned = false;
+  c->opt = opt;
+  check_nccl(ncclCommCount(comm, &c->size), "ncclCommCount");
+  check_nccl(ncclCommUserRank(comm, &c->rank), "ncclCommUserRank");
+  int cu = -1;
+  check_nccl(ncclCommCuDevice(comm, &cu), "ncclCommCuDevice");
+  c->device = device >= 0 ? device : cu;
+  if (c->device != cu)
+    throw error("tally::dist::communicator::borrow: device " + std::to_string(c->device) +
+                " given, but the NCCL communicator is on device " + std::to_string(cu));
+  device_scope on(c->device);
+  allocate(*c);
+  return communicator(std::move(c));
+}
+
+}  // namespace tally::dist

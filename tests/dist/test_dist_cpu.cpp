@@ -1,0 +1,189 @@
+// The sharded reductions' records without a GPU: every rank's arguments checked (the same message
+// on every rank), and the partials combined in the shards' order (src/dist/record.hpp).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "chunked/accumulation.hpp"
+#include "core/exact.cuh"
+#include "dist/record.hpp"
+#include "support.hpp"
+
+namespace tally::test {
+namespace {
+
+using dist::header;
+
+chunked::spec reduce_spec(dtype t, op o, accuracy m = accuracy::fast) {
+  chunked::spec s{chunked::what::reduce, t, o, {}};
+  s.opt.mode = m;
+  return s;
+}
+
+// Records of `size` ranks for spec s, shard k = (n[k], first[k]).
+struct records {
+  std::vector<unsigned char> bytes;
+  int size;
+  records(const chunked::spec& s, const std::vector<std::uint64_t>& n, const std::vector<std::uint64_t>& first)
+      : bytes(dist::record_bytes() * n.size()), size(static_cast<int>(n.size())) {
+    for (int k = 0; k < size; ++k) {
+      const header h = dist::make_header(s, k, size, n[k], first[k], "");
+      std::memcpy(at(k), &h, sizeof h);
+    }
+  }
+  unsigned char* at(int k) { return bytes.data() + static_cast<std::size_t>(k) * dist::record_bytes(); }
+  header& head(int k) { return *reinterpret_cast<header*>(at(k)); }
+  std::vector<header> headers() {
+    std::vector<header> hs;
+    for (int k = 0; k < size; ++k) hs.push_back(head(k));
+    return hs;
+  }
+  void partial(const chunked::spec& s, int k, const value& v) {
+    chunked::encode_result(s, v, at(k) + dist::kPartialOffset);
+  }
+  long long* carry(int k) { return reinterpret_cast<long long*>(at(k) + dist::kCarryOffset); }
+};
+
+TEST(DistCpu, RecordsHoldTheHeaderPartialAndExactAccumulator) {
+  EXPECT_GE(dist::kPartialBytes, chunked::accumulation_memory::kMaxPartial);
+  EXPECT_GE(dist::record_bytes(), dist::kCarryOffset + chunked::carry_bytes());
+  EXPECT_EQ(dist::record_bytes() % 256, 0u);
+}
+
+TEST(DistCpu, EveryRankOfAGoodCallAgrees) {
+  const auto s = reduce_spec(dtype::f32, op::sum);
+  records r(s, {100, 0, 50}, {0, 7, 100});  // an empty shard may say any first element
+  EXPECT_EQ(dist::check_headers(r.headers(), s), "");
+}
+
+TEST(DistCpu, ARankThatFailedIsNamedOnEveryRank) {
+  const auto s = reduce_spec(dtype::f32, op::max);
+  records r(s, {10, 10}, {0, 10});
+  r.head(1) = dist::make_header(s, 1, 2, 10, 10, "tally::dist::reduce: the shard is a host pointer");
+  EXPECT_EQ(dist::check_headers(r.headers(), s), "rank 1 failed: tally::dist::reduce: the shard is a host pointer");
+}
+
+TEST(DistCpu, RanksThatDisagreeAreRefused) {
+  const auto s = reduce_spec(dtype::f32, op::sum);
+  records r(s, {10, 10}, {0, 10});
+  r.head(1) = dist::make_header(reduce_spec(dtype::f64, op::sum), 1, 2, 10, 10, "");
+  EXPECT_EQ(dist::check_headers(r.headers(), s),
+            "the ranks disagree: rank 0 called reduce(f32, sum, nan propagate, mode fast), rank 1 reduce(f64, sum, nan "
+            "propagate, mode fast)");
+  r.head(1) = dist::make_header(reduce_spec(dtype::f32, op::sum, accuracy::exact), 1, 2, 10, 10, "");
+  EXPECT_NE(dist::check_headers(r.headers(), s).find("mode exact"), std::string::npos);
+  // This rank's own call against rank 0's.
+  records q(reduce_spec(dtype::f32, op::max), {10, 10}, {0, 10});
+  EXPECT_NE(dist::check_headers(q.headers(), s).find("this rank reduce(f32, sum"), std::string::npos);
+  // Not a tally record at all (another collective's bytes).
+  r.head(1).magic = 0;
+  EXPECT_EQ(dist::check_headers(r.headers(), s),
+            "rank 1 sent no tally record of this version (it called another collective, or runs another tally)");
+}
+
+TEST(DistCpu, ShardsMustTileTheArray) {
+  const auto s = reduce_spec(dtype::i32, op::sum);
+  records overlap(s, {100, 100}, {0, 50});
+  EXPECT_EQ(dist::check_headers(overlap.headers(), s),
+            "the shards overlap: rank 1's [50, 150) and rank 0's [0, 100)");
+  records gap(s, {100, 100}, {0, 101});
+  EXPECT_EQ(dist::check_headers(gap.headers(), s),
+            "the shards leave a gap: no rank holds elements [100, 101) (rank 1's shard is [101, 201))");
+  records late(s, {100}, {5});
+  EXPECT_NE(dist::check_headers(late.headers(), s).find("no rank holds elements [0, 5)"), std::string::npos);
+  records reversed(s, {100, 100}, {100, 0});  // rank order need not be array order
+  EXPECT_EQ(dist::check_headers(reversed.headers(), s), "");
+}
+
+value f32(double x) {
+  value v;
+  v.type = dtype::f32;
+  v.f = x;
+  return v;
+}
+
+// argmax over shards: global indices (first + the shard's own index), the first on ties whatever
+// the rank order; empty shards are skipped.
+TEST(DistCpu, ArgmaxGivesTheFirstGlobalIndex) {
+  const auto s = reduce_spec(dtype::f32, op::argmax);
+  for (bool reversed : {false, true}) {
+    // The array: [0, 10) on one rank with its max 5.0 at local 3, [10, 20) on another with 5.0 at
+    // local 2, and an empty third rank.
+    const std::uint64_t a = reversed ? 1 : 0, b = reversed ? 0 : 1;
+    records r(s, {10, 10, 0}, {0, 0, 0});
+    r.head(static_cast<int>(a)).first = 0;
+    r.head(static_cast<int>(b)).first = 10;
+    value pa = f32(5.0), pb = f32(5.0);
+    pa.index = 3, pb.index = 2;
+    r.partial(s, static_cast<int>(a), pa);
+    r.partial(s, static_cast<int>(b), pb);
+    ASSERT_EQ(dist::check_headers(r.headers(), s), "");
+    const value v = dist::combine(r.bytes.data(), r.size, s);
+    EXPECT_EQ(v.index, 3) << reversed;
+    EXPECT_EQ(v.f, 5.0);
+    // A larger value in the second shard wins with its global index.
+    pb.f = 6.0;
+    r.partial(s, static_cast<int>(b), pb);
+    EXPECT_EQ(dist::combine(r.bytes.data(), r.size, s).index, 12) << reversed;
+  }
+}
+
+// Integer sums are exact: i32 shards' i64 partials add to the exact total.
+TEST(DistCpu, IntegerSumsAreExact) {
+  const auto s = reduce_spec(dtype::i32, op::sum);
+  records r(s, {3, 4, 5}, {0, 3, 7});
+  const std::int64_t parts[] = {(std::int64_t(1) << 40) + 7, -(std::int64_t(1) << 39), 123456789};
+  for (int k = 0; k < 3; ++k) {
+    value v;
+    v.type = dtype::i64;
+    v.i = parts[k];
+    r.partial(s, k, v);
+  }
+  EXPECT_EQ(dist::combine(r.bytes.data(), r.size, s).i, parts[0] + parts[1] + parts[2]);
+}
+
+// The exact mode: the ranks' exact accumulators add without rounding, so any split of the same
+// data over any number of ranks gives the same bits, the exact sum rounded once. Data: doubles
+// whose exact sum is known (pairs x, -x cancel, leaving sum of small integers) plus terms that
+// a float sum would lose.
+TEST(DistCpu, ExactSumIsTheSameForAnySplit) {
+  std::mt19937_64 rng(1234);
+  std::uniform_real_distribution<double> u(-1e300, 1e300);
+  std::vector<double> xs;
+  for (int i = 0; i < 500; ++i) {
+    const double x = u(rng);
+    xs.push_back(x);
+    xs.push_back(1.0 + i % 7);
+    xs.push_back(-x);
+  }
+  xs.push_back(std::ldexp(1.0, -1000));  // below the sum's last bit: decides nothing, kept exactly
+  std::shuffle(xs.begin(), xs.end(), rng);
+  double known = 0;
+  for (int i = 0; i < 500; ++i) known += 1.0 + i % 7;  // small integers: exact in double
+  const auto s = reduce_spec(dtype::f64, op::sum, accuracy::exact);
+  for (int ranks : {1, 2, 3, 7}) {
+    std::vector<std::uint64_t> n(ranks), first(ranks);
+    std::uint64_t at = 0;
+    for (int k = 0; k < ranks; ++k) {
+      n[k] = (xs.size() * (k + 1)) / ranks - at;
+      first[k] = at;
+      at += n[k];
+    }
+    records r(s, n, first);
+    for (int k = 0; k < ranks; ++k) {
+      std::memset(r.carry(k), 0, chunked::carry_bytes());
+      for (std::uint64_t i = first[k]; i < first[k] + n[k]; ++i) core::exact::add(r.carry(k), xs[i]);
+    }
+    ASSERT_EQ(dist::check_headers(r.headers(), s), "");
+    const value v = dist::combine(r.bytes.data(), r.size, s);
+    // known + 2^-1000 rounds to known (ties cannot occur: 2^-1000 is far below half an ulp).
+    EXPECT_EQ(v.f, known) << ranks << " ranks";
+  }
+}
+
+}  // namespace
+}  // namespace tally::test

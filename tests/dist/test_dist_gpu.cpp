@@ -1,0 +1,149 @@
+// Sharded reductions on the GPUs of this process: a communicator of every GPU it sees (one on
+// most machines, two on a two-GPU one), shards of uneven sizes, against tally's one-GPU reduce of
+// the whole array (bitwise where the numerics promise it) and a CPU reference.
+#include <cuda_runtime_api.h>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "support.hpp"
+#include "tally/dist.hpp"
+
+namespace tally::test {
+namespace {
+
+struct set_device {
+  int was = 0;
+  explicit set_device(int d) {
+    EXPECT_EQ(cudaGetDevice(&was), cudaSuccess);
+    EXPECT_EQ(cudaSetDevice(d), cudaSuccess);
+  }
+  ~set_device() { (void)cudaSetDevice(was); }
+};
+
+// The host array split into `ranks` uneven shards, each uploaded to its rank's device.
+template <class T>
+struct sharded {
+  std::vector<device_buffer> bufs;
+  std::vector<dist::shard> shards;
+  sharded(const std::vector<T>& h, const std::vector<dist::communicator>& comms) {
+    const std::size_t ranks = comms.size();
+    std::size_t at = 0;
+    for (std::size_t k = 0; k < ranks; ++k) {
+      // Shard k holds about (k + 1) / (1 + 2 + ... + ranks) of the array: unequal sizes.
+      const std::size_t end = k + 1 == ranks ? h.size() : at + h.size() * (k + 1) * 2 / (ranks * (ranks + 1));
+      set_device on(comms[k].device());
+      bufs.emplace_back(std::max<std::size_t>(1, (end - at) * sizeof(T)));
+      if (end > at) bufs.back().upload(h.data() + at, (end - at) * sizeof(T));
+      shards.push_back({bufs.back().get(), end - at, at, nullptr});
+      at = end;
+    }
+  }
+};
+
+std::vector<int> all_devices() {
+  std::vector<int> d;
+  for (int k = 0; k < device_count(); ++k) d.push_back(k);
+  return d;
+}
+
+TEST(DistGpu, EveryOpMatchesOneGpuOverTheWholeArray) {
+  TALLY_REQUIRE_GPU();
+  auto comms = dist::communicator::init_all(all_devices());
+  const std::size_t n = small_only() ? (1u << 16) + 3 : (1u << 22) + 12345;
+  std::mt19937_64 rng(test_seed());
+  std::vector<float> xf(n);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (auto& v : xf) v = nd(rng);
+  xf[n / 3] = xf[2 * n / 3] = 1e6f;  // argmax: a tie, the first index wins
+  std::vector<std::int32_t> xi(n);
+  std::uniform_int_distribution<std::int32_t> ud(-1000000, 1000000);
+  for (auto& v : xi) v = ud(rng);
+
+  sharded<float> sf(xf, comms);
+  sharded<std::int32_t> si(xi, comms);
+  set_device on(0);
+  device_buffer whole_f(n * 4), whole_i(n * 4);
+  whole_f.upload(xf.data(), n * 4);
+  whole_i.upload(xi.data(), n * 4);
+
+  // Exact, integers, min/max/argmax: the same bits as one GPU over the whole array.
+  options exact;
+  exact.mode = accuracy::exact;
+  EXPECT_EQ(dist::reduce(comms, sf.shards, dtype::f32, op::sum, exact),
+            reduce_value(whole_f.get(), n, dtype::f32, op::sum, nullptr, exact));
+  EXPECT_EQ(dist::reduce(comms, sf.shards, dtype::f32, op::mean, exact),
+            reduce_value(whole_f.get(), n, dtype::f32, op::mean, nullptr, exact));
+  for (op o : {op::sum, op::min, op::max, op::argmin, op::argmax, op::bit_xor}) {
+    EXPECT_EQ(dist::reduce(comms, si.shards, dtype::i32, o), reduce_value(whole_i.get(), n, dtype::i32, o)) << to_string(o);
+  }
+  const value am = dist::reduce(comms, sf.shards, dtype::f32, op::argmax);
+  EXPECT_EQ(am.index, static_cast<std::int64_t>(n / 3));
+  EXPECT_EQ(am, reduce_value(whole_f.get(), n, dtype::f32, op::argmax));
+  // The integer sum against the CPU.
+  std::int64_t isum = 0;
+  for (auto v : xi) isum += v;
+  EXPECT_EQ(dist::reduce(comms, si.shards, dtype::i32, op::sum).i, isum);
+
+  // Fast: the same bits call after call, within the sum's error bound of the double reference.
+  const value f0 = dist::reduce(comms, sf.shards, dtype::f32, op::sum);
+  for (int r = 0; r < 20; ++r) EXPECT_EQ(dist::reduce(comms, sf.shards, dtype::f32, op::sum), f0);
+  long double ref = 0, mag = 0;
+  for (float v : xf) ref += v, mag += std::fabs(v);
+  EXPECT_LE(std::fabs(static_cast<long double>(f0.f) - ref), gamma_h(n, std::ldexp(1.0L, -24)) * mag + 1e-3L);
+
+  // Stats: count, min and max exact; mean within the same bound.
+  const stats st = dist::reduce_stats(comms, sf.shards, dtype::f32);
+  EXPECT_EQ(st.count, n);
+  const stats one = stats_value(whole_f.get(), n, dtype::f32);
+  EXPECT_EQ(st.min, one.min);
+  EXPECT_EQ(st.max, one.max);
+  EXPECT_NEAR(st.mean, static_cast<double>(ref / n), 1e-6 * static_cast<double>(mag / n));
+}
+
+TEST(DistGpu, ARankOfItsOwnAndABorrowedCommunicator) {
+  TALLY_REQUIRE_GPU();
+  const dist::unique_id id = dist::make_unique_id();
+  dist::communicator c = dist::communicator::init_rank(id, 0, 1, 0);
+  EXPECT_EQ(c.rank(), 0);
+  EXPECT_EQ(c.size(), 1);
+  std::vector<double> h(1000);
+  for (std::size_t i = 0; i < h.size(); ++i) h[i] = static_cast<double>(i) * 0.5;
+  set_device on(0);
+  device_buffer d(h.size() * 8);
+  d.upload(h.data(), h.size() * 8);
+  const dist::shard s{d.get(), h.size(), 0, nullptr};
+  EXPECT_EQ(dist::reduce(c, s, dtype::f64, op::sum).f, 249750.0);
+  // The same NCCL communicator, borrowed: works, and is not destroyed with the borrower.
+  {
+    dist::communicator b = dist::communicator::borrow(c.nccl());
+    EXPECT_EQ(dist::reduce(b, s, dtype::f64, op::max).f, 499.5);
+  }
+  EXPECT_EQ(dist::reduce(c, s, dtype::f64, op::min).f, 0.0);
+  // Dot of matching shards.
+  EXPECT_EQ(dist::dot(c, {d.get(), h.size(), 0, d.get()}, dtype::f64, {}).f, dot_value(d.get(), d.get(), h.size(), dtype::f64).f);
+}
+
+// Bad calls: a clear error naming the rank and the fault, and the communicator still usable.
+TEST(DistGpu, BadShardsAreRefusedAndTheCommunicatorStaysUsable) {
+  TALLY_REQUIRE_GPU();
+  auto comms = dist::communicator::init_all(all_devices());
+  std::vector<float> h(4096, 1.0f);
+  sharded<float> sf(h, comms);
+  std::vector<dist::shard> bad = sf.shards;
+  bad[0].first = 1;  // element 0 is nobody's
+  EXPECT_NE(error_of([&] { dist::reduce(comms, bad, dtype::f32, op::sum); }).find("the shards leave a gap"), std::string::npos);
+  bad = sf.shards;
+  bad[0].d_in = h.data();  // a host pointer
+  const std::string e = error_of([&] { dist::reduce(comms, bad, dtype::f32, op::sum); });
+  EXPECT_NE(e.find("rank 0 failed"), std::string::npos) << e;
+  EXPECT_NE(error_of([&] { dist::reduce(comms, sf.shards, dtype::f32, op::bit_and); }).find("rank 0 failed"), std::string::npos);
+  EXPECT_EQ(dist::reduce(comms, sf.shards, dtype::f32, op::sum).f, 4096.0);
+  EXPECT_TRUE(comms[0].usable());
+}
+
+}  // namespace
+}  // namespace tally::test
