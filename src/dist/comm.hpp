@@ -35,6 +35,9 @@ void check_nccl(ncclResult_t r, const char* what);
 void wait_for(communicator::impl& c, cudaStream_t stream, const char* what,
               std::chrono::steady_clock::time_point start);
 
+// Aborts an owned communicator (a borrowed one is only marked unusable). Never throws.
+void abort_comm(communicator::impl& c) noexcept;
+
 // Makes device d current for a scope, restoring the caller's device afterwards.
 class device_scope {
  public:

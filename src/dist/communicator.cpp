@@ -37,13 +37,29 @@ bool timed_out(const dist_options& o, clock::time_point start) {
   return o.timeout_ms > 0 && clock::now() - start > std::chrono::milliseconds(o.timeout_ms);
 }
 
-[[noreturn]] void abort_and_throw(communicator::impl& c, const std::string& why) {
-  if (c.comm != nullptr && c.usable) (void)ncclCommAbort(c.comm);
+}  // namespace
+
+void abort_comm(communicator::impl& c) noexcept {
+  // A borrowed communicator belongs to its owner: marked unusable here, aborted by them.
+  if (c.comm != nullptr && c.owned) {
+    int was = 0;
+    const bool got = cudaGetDevice(&was) == cudaSuccess;
+    if (cudaSetDevice(c.device) == cudaSuccess) (void)ncclCommAbort(c.comm);
+    if (got) (void)cudaSetDevice(was);
+    c.comm = nullptr;  // aborted: nothing left to destroy
+  }
   c.usable = false;
-  if (c.owned) c.comm = nullptr;  // aborted: nothing left to destroy
-  throw error("tally::dist: rank " + std::to_string(c.rank) + " of " + std::to_string(c.size) + ": " + why +
-              "; the communicator was aborted (make a new one)");
+  (void)cudaGetLastError();
 }
+
+[[noreturn]] void abort_and_throw(communicator::impl& c, const std::string& why) {
+  abort_comm(c);
+  throw error("tally::dist: rank " + std::to_string(c.rank) + " of " + std::to_string(c.size) + ": " + why +
+              (c.owned ? "; the communicator was aborted (make a new one)"
+                       : "; the borrowed communicator is unusable now: abort it (ncclCommAbort) and make a new one"));
+}
+
+namespace {
 
 // Waits for a non-blocking communicator's pending operation (init) to finish.
 void wait_comm(communicator::impl& c, const char* what, clock::time_point start) {
@@ -95,28 +111,50 @@ ncclConfig_t nonblocking() {
 }  // namespace
 
 void wait_for(communicator::impl& c, cudaStream_t stream, const char* what, clock::time_point start) {
-  for (;;) {
+  for (int polls = 0;; ++polls) {
     ncclResult_t st = ncclSuccess;
-    check_nccl(ncclCommGetAsyncError(c.comm, &st), "ncclCommGetAsyncError");
+    const ncclResult_t r = ncclCommGetAsyncError(c.comm, &st);
+    if (r != ncclSuccess) abort_and_throw(c, std::string("ncclCommGetAsyncError: ") + ncclGetErrorString(r));
     if (st != ncclSuccess && st != ncclInProgress) abort_and_throw(c, std::string(what) + ": " + ncclGetErrorString(st));
     if (st == ncclSuccess) {
       const cudaError_t q = cudaStreamQuery(stream);
       if (q == cudaSuccess) return;
-      if (q != cudaErrorNotReady) check_cuda(q, what);
+      if (q != cudaErrorNotReady) abort_and_throw(c, std::string(what) + ": " + cudaGetErrorString(q));
     }
     if (timed_out(c.opt, start))
       abort_and_throw(c, std::string(what) + ": no answer from the other ranks within " +
                              std::to_string(c.opt.timeout_ms) + " ms (a rank failed, or called something else)");
-    std::this_thread::yield();
+    // Spin for the first few thousand polls (the exchange takes tens of microseconds), then
+    // sleep a little so that NCCL's own threads get the CPU.
+    if (polls < 4096) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
 
 communicator::impl::~impl() {
-  if (stream != nullptr) (void)cudaStreamSynchronize(stream);
+  int was = 0;
+  const bool got = cudaGetDevice(&was) == cudaSuccess;
+  (void)cudaSetDevice(device);
   if (comm != nullptr && owned) {
-    if (usable) (void)ncclCommDestroy(comm);
+    // Finalize (non-blocking: polled, with the communicator's deadline), then destroy; abort
+    // when anything is still pending or failed (ncclCommDestroy only counts down the process's
+    // communicators, so several destroyed one after another by one thread cannot deadlock).
+    ncclResult_t st = ncclInternalError;
+    if (ncclCommGetAsyncError(comm, &st) != ncclSuccess) st = ncclInternalError;
+    if (usable && st == ncclSuccess) {
+      const ncclResult_t r = ncclCommFinalize(comm);
+      st = r == ncclSuccess || r == ncclInProgress ? ncclInProgress : r;
+      for (const auto t0 = clock::now(); st == ncclInProgress && !timed_out(opt, t0);) {
+        if (ncclCommGetAsyncError(comm, &st) != ncclSuccess) st = ncclInternalError;
+        if (st == ncclInProgress) std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+    }
+    if (st == ncclSuccess) (void)ncclCommDestroy(comm);
     else (void)ncclCommAbort(comm);
   }
+  // NCCL's work on the stream is done or aborted; a borrowed, failed communicator may still
+  // hold it, so only then is the wait skipped.
+  if (stream != nullptr && (owned || usable)) (void)cudaStreamSynchronize(stream);
   cudaFree(d_mine);
   cudaFree(d_all);
   cudaFreeHost(h_mine);
@@ -124,6 +162,7 @@ communicator::impl::~impl() {
   if (ready != nullptr) cudaEventDestroy(ready);
   if (stream != nullptr) cudaStreamDestroy(stream);
   (void)cudaGetLastError();
+  if (got) (void)cudaSetDevice(was);
 }
 
 unique_id make_unique_id() {
@@ -166,7 +205,11 @@ communicator communicator::init_rank(const unique_id& id, int rank, int size, in
   std::memcpy(&nid, id.bytes, sizeof nid);
   ncclConfig_t cfg = nonblocking();
   const auto start = clock::now();
-  check_nccl(ncclCommInitRankConfig(&c->comm, size, nid, rank, &cfg), "ncclCommInitRankConfig");
+  const ncclResult_t r = ncclCommInitRankConfig(&c->comm, size, nid, rank, &cfg);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    abort_comm(*c);
+    check_nccl(r, "ncclCommInitRankConfig");
+  }
   wait_comm(*c, "ncclCommInitRankConfig", start);
   return communicator(std::move(c));
 }
@@ -188,17 +231,22 @@ std::vector<communicator> communicator::init_all(const std::vector<int>& devices
   std::memcpy(&nid, id.bytes, sizeof nid);
   const auto start = clock::now();
   ncclConfig_t cfg = nonblocking();
-  check_nccl(ncclGroupStart(), "ncclGroupStart");
-  for (int k = 0; k < size; ++k) {
-    device_scope on(cs[k]->device);
-    const ncclResult_t r = ncclCommInitRankConfig(&cs[k]->comm, size, nid, k, &cfg);
-    if (r != ncclSuccess && r != ncclInProgress) {
-      (void)ncclGroupEnd();
-      check_nccl(r, "ncclCommInitRankConfig");
+  try {
+    check_nccl(ncclGroupStart(), "ncclGroupStart");
+    for (int k = 0; k < size; ++k) {
+      device_scope on(cs[k]->device);
+      const ncclResult_t r = ncclCommInitRankConfig(&cs[k]->comm, size, nid, k, &cfg);
+      if (r != ncclSuccess && r != ncclInProgress) {
+        (void)ncclGroupEnd();
+        check_nccl(r, "ncclCommInitRankConfig");
+      }
     }
+    check_nccl(ncclGroupEnd(), "ncclGroupEnd(the communicators' init)");
+    for (auto& c : cs) wait_comm(*c, "ncclCommInitRankConfig", start);
+  } catch (...) {
+    for (auto& c : cs) abort_comm(*c);  // the group's init is shared: none of them is usable
+    throw;
   }
-  check_nccl(ncclGroupEnd(), "ncclGroupEnd(the communicators' init)");
-  for (auto& c : cs) wait_comm(*c, "ncclCommInitRankConfig", start);
   std::vector<communicator> out;
   for (auto& c : cs) out.push_back(communicator(std::move(c)));
   return out;
@@ -210,6 +258,7 @@ communicator communicator::borrow(ncclComm* comm, int device, const dist_options
   c->comm = comm;
   c->owned = false;
   c->opt = opt;
+  wait_comm(*c, "the borrowed communicator's pending operation", clock::now());
   check_nccl(ncclCommCount(comm, &c->size), "ncclCommCount");
   check_nccl(ncclCommUserRank(comm, &c->rank), "ncclCommUserRank");
   int cu = -1;
