@@ -28,20 +28,8 @@ reducer::impl& checked(reducer::impl* p, const char* fn) {
 
 // Makes the reducer's device current for a call (its stream, buffers and kernels live there), and
 // restores the caller's device afterwards.
-class on_device {
- public:
-  explicit on_device(const reducer::impl& r) : want_(r.dev->ordinal) {
-    core::check_cuda(cudaGetDevice(&was_), "cudaGetDevice");
-    if (was_ != want_) core::check_cuda(cudaSetDevice(want_), "cudaSetDevice(the reducer's device)");
-  }
-  ~on_device() {
-    if (was_ != want_ && cudaSetDevice(was_) != cudaSuccess) (void)cudaGetLastError();
-  }
-  on_device(const on_device&) = delete;
-  on_device& operator=(const on_device&) = delete;
-
- private:
-  int want_, was_ = 0;
+struct on_device : core::device_scope {
+  explicit on_device(const reducer::impl& r) : core::device_scope(r.dev->ordinal, "cudaSetDevice(the reducer's device)") {}
 };
 
 chunked::source source_of(const reducer::impl& r, const char* fn, const char* name, const void* p, std::uint64_t n) {
@@ -50,9 +38,7 @@ chunked::source source_of(const reducer::impl& r, const char* fn, const char* na
 }
 
 void refuse_capture(const reducer::impl& r, const char* fn) {
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  core::check_cuda(cudaStreamIsCapturing(r.stream, &capture), "cudaStreamIsCapturing");
-  if (capture != cudaStreamCaptureStatusNone)
+  if (core::capturing(r.stream))
     throw error(std::string("tally::") + fn +
                 ": the reducer's stream is being captured; a reducer waits for its results on the host, which a "
                 "graph cannot do");

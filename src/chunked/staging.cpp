@@ -351,9 +351,7 @@ void feed(accumulation& acc, const source* src, int inputs, std::uint64_t n) {
 
 void host_reduce(const char* fn, const spec& s, const source* src, int inputs, std::uint64_t n, void* d_out,
                  cudaStream_t stream, const core::device_context& dev) {
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  check_cuda(cudaStreamIsCapturing(stream, &capture), "cudaStreamIsCapturing");
-  if (capture != cudaStreamCaptureStatusNone)
+  if (core::capturing(stream))
     throw error(std::string("tally::") + fn +
                 ": the input is pageable host memory, which a captured graph cannot read: pin it (cudaHostRegister) "
                 "or copy it to the device before capturing");

@@ -19,6 +19,31 @@ inline void check_cuda(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw_cuda(e, what);
 }
 
+// Makes device `ordinal` current for a scope and restores the caller's device afterwards
+// (`what` names the device in the error when it cannot be made current).
+class device_scope {
+ public:
+  device_scope(int ordinal, const char* what) : want_(ordinal) {
+    check_cuda(cudaGetDevice(&was_), "cudaGetDevice");
+    if (was_ != want_) check_cuda(cudaSetDevice(want_), what);
+  }
+  ~device_scope() {
+    if (was_ != want_ && cudaSetDevice(was_) != cudaSuccess) (void)cudaGetLastError();
+  }
+  device_scope(const device_scope&) = delete;
+  device_scope& operator=(const device_scope&) = delete;
+
+ private:
+  int want_, was_ = 0;
+};
+
+// True while `stream` is being captured into a graph (checked cudaStreamIsCapturing).
+inline bool capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  check_cuda(cudaStreamIsCapturing(stream, &capture), "cudaStreamIsCapturing");
+  return capture != cudaStreamCaptureStatusNone;
+}
+
 struct workspace {
   void* d_partials = nullptr;          // max_blocks slots of up to kMaxAccBytes
   unsigned max_blocks = 0;             // the grid may not exceed this

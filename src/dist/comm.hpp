@@ -8,6 +8,7 @@
 #include <chrono>
 #include <string>
 
+#include "core/context.hpp"
 #include "tally/dist.hpp"
 
 namespace tally::dist {
@@ -38,16 +39,9 @@ void wait_for(communicator::impl& c, cudaStream_t stream, const char* what,
 // Aborts an owned communicator (a borrowed one is only marked unusable). Never throws.
 void abort_comm(communicator::impl& c) noexcept;
 
-// Makes device d current for a scope, restoring the caller's device afterwards.
-class device_scope {
- public:
-  explicit device_scope(int d);
-  ~device_scope();
-  device_scope(const device_scope&) = delete;
-  device_scope& operator=(const device_scope&) = delete;
-
- private:
-  int want_, was_ = 0;
+// The communicator's device made current for a scope (the core's device_scope).
+struct device_scope : core::device_scope {
+  explicit device_scope(int d) : core::device_scope(d, "cudaSetDevice(the communicator's device)") {}
 };
 
 }  // namespace tally::dist

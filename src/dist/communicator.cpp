@@ -23,14 +23,6 @@ void check_nccl(ncclResult_t r, const char* what) {
               " (NCCL " + std::to_string(NCCL_VERSION_CODE) + ")");
 }
 
-device_scope::device_scope(int d) : want_(d) {
-  check_cuda(cudaGetDevice(&was_), "cudaGetDevice");
-  if (was_ != want_) check_cuda(cudaSetDevice(want_), "cudaSetDevice(the communicator's device)");
-}
-device_scope::~device_scope() {
-  if (was_ != want_ && cudaSetDevice(was_) != cudaSuccess) (void)cudaGetLastError();
-}
-
 namespace {
 
 bool timed_out(const dist_options& o, clock::time_point start) {

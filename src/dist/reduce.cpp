@@ -41,9 +41,7 @@ communicator::impl& usable(const communicator& c, const char* fn) {
 }
 
 void refuse_capture(cudaStream_t s, const char* fn) {
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  check_cuda(cudaStreamIsCapturing(s, &capture), "cudaStreamIsCapturing");
-  if (capture != cudaStreamCaptureStatusNone)
+  if (core::capturing(s))
     throw error(qualified(fn) + ": the stream is being captured; a sharded reduction combines the ranks' partials on "
                                 "the host, which a graph cannot do");
 }
