@@ -11,7 +11,8 @@
 # stage runs them too), calls (tally bench calls: the host cost of one small call and of the
 # driver queries behind the memory checks), lab (tally lab run), sweep (tally lab sweep), tune
 # (tally bench tune --measure: the policy's choice and the shape sweeps), dist (the sharded reductions:
-# Dist* tests, and tally_dist_mpi_check under mpirun on every GPU). Logs and JSON land in
+# Dist* tests, tally_dist_mpi_check under mpirun on every GPU, `tally reduce --ranks` of files against
+# one GPU, and `tally bench dist`; TALLY_DIST_BENCH_ARGS, e.g. "--quick --totals 20,24"). Logs and JSON land in
 # OUTDIR. TALLY_TEST_FILTER narrows the test stage (a gtest filter).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -64,9 +65,24 @@ if has dist; then
   tail -3 "$out/dist.log" | tee -a "$out/summary.txt"
   gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
   if [ "$gpus" -ge 2 ] && [ -x "$bin/tally_dist_mpi_check" ]; then
-    NCCL_NVLS_ENABLE=0 timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$gpus" -x NCCL_NVLS_ENABLE \
-      "$bin/tally_dist_mpi_check" "${TALLY_DIST_LOG2N:-24}" >>"$out/dist.log" 2>&1 || status=1
+    # Each rank free to use every core (TALLY_MPI_BIND to change): OpenMPI binds a rank to one core
+    # by default when there are two, where NCCL's proxy thread and the waiting thread then share it.
+    mpi="mpirun --allow-run-as-root --oversubscribe --bind-to ${TALLY_MPI_BIND:-none} -np $gpus -x NCCL_NVLS_ENABLE"
+    NCCL_NVLS_ENABLE=0 timeout 300 $mpi "$bin/tally_dist_mpi_check" "${TALLY_DIST_LOG2N:-24}" >>"$out/dist.log" 2>&1 || status=1
     tail -1 "$out/dist.log" | tee -a "$out/summary.txt"
+    # A file reduced across the ranks (each rank reads its slice) against one GPU's reduce of it.
+    python3 -c "import numpy as np; r = np.random.default_rng(7); np.save('/tmp/tally-dist.npy', r.standard_normal((1 << 24) + 5).astype(np.float32)); np.save('/tmp/tally-dist-i.npy', r.integers(-9, 9, (1 << 22) + 3).astype(np.int32))"
+    for args in "/tmp/tally-dist.npy --mode exact" "/tmp/tally-dist.npy --op max" "/tmp/tally-dist-i.npy --op argmax" "/tmp/tally-dist-i.npy --op sum"; do
+      one=$("$bin/tally" reduce $args --value-only 2>&1)
+      many=$(NCCL_NVLS_ENABLE=0 timeout 120 $mpi "$bin/tally" reduce $args --value-only --ranks 2>>"$out/dist.log")
+      if [ "$one" = "$many" ]; then echo "reduce $args --ranks: $many (as one GPU)"; else echo "reduce $args --ranks: FAIL '$many' vs one GPU '$one'"; status=1; fi
+    done >"$out/dist-files.log" 2>&1
+    tee -a "$out/dist.log" "$out/summary.txt" <"$out/dist-files.log"
+    grep -q FAIL "$out/dist-files.log" && status=1
+    step "bench dist: one GPU vs $gpus, tally::dist vs CUB per shard + ncclAllReduce"
+    NCCL_NVLS_ENABLE=0 timeout 400 $mpi "$bin/tally" bench dist ${TALLY_DIST_BENCH_ARGS:-} --md "$out/bench-dist.md" \
+      --json "$out/bench-dist.json" >"$out/bench-dist.log" 2>&1 || { status=1; tail -20 "$out/bench-dist.log"; }
+    grep -B2 -A24 "latency:" "$out/bench-dist.md" | tee -a "$out/summary.txt"
   else
     echo "dist: $gpus GPU(s): the one-process-per-GPU check needs two (nvidia-h200-x2)" | tee -a "$out/summary.txt"
   fi

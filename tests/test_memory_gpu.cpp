@@ -155,6 +155,35 @@ TEST(MemoryGpu, PinnedHostAndManagedMemoryAreRead) {
   ASSERT_EQ(cudaFree(managed), cudaSuccess);
 }
 
+// Another GPU's memory: read where this GPU has peer access to it, otherwise refused naming the
+// device; never a fault (which would end the process's CUDA context). Needs two GPUs.
+TEST(MemoryGpu, AnotherGpusMemoryIsReadOrRefusedByName) {
+  TALLY_REQUIRE_GPU();
+  if (device_count() < 2) GTEST_SKIP() << "needs two GPUs";
+  int was = 0;
+  ASSERT_EQ(cudaGetDevice(&was), cudaSuccess);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  {
+    const std::vector<float> ones(4096, 1.0f);
+    device_buffer on0(ones.size() * 4);
+    on0.upload(ones.data(), ones.size() * 4);
+    ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+    const std::string why = error_of([&] {
+      EXPECT_EQ(reduce_value(on0.get(), ones.size(), dtype::f32, op::sum).as_double(), 4096.0);
+    });
+    const core::memory_facts f = core::inspect_memory(on0.get());
+    std::printf("memory of device 0 seen from device 1: %s, peer_readable %d; %s\n", core::to_string(f.kind),
+                f.peer_readable ? 1 : 0, why.empty() ? "read" : why.c_str());
+    if (!why.empty()) {
+      EXPECT_NE(why.find("device 0"), std::string::npos) << why;
+    }
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+    expect_usable();  // on device 1
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  }
+  ASSERT_EQ(cudaSetDevice(was), cudaSuccess);
+}
+
 // What the check costs per pointer, and a reduce call's host time, on a small and a large
 // allocation (printed for the record; speed goals live in the benchmarks).
 TEST(MemoryGpu, CheckCostIsPrinted) {

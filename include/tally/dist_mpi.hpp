@@ -29,6 +29,33 @@ inline void check_mpi(int rc, const char* what) {
   throw error(std::string("tally::dist: ") + what + " failed: " + std::string(text, static_cast<std::size_t>(len)));
 }
 
+// MPI for a scope: initialised unless the caller already did (then left to the caller), and
+// finalised at the end of the scope when this session started it. Throws when MPI_Init fails.
+class mpi_session {
+ public:
+  mpi_session() {
+    int done = 0;
+    check_mpi(MPI_Initialized(&done), "MPI_Initialized");
+    if (!done) {
+      check_mpi(MPI_Init(nullptr, nullptr), "MPI_Init");
+      owned_ = true;
+    }
+    check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank");
+    check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size_), "MPI_Comm_size");
+  }
+  ~mpi_session() {
+    if (owned_) MPI_Finalize();
+  }
+  mpi_session(const mpi_session&) = delete;
+  mpi_session& operator=(const mpi_session&) = delete;
+  int rank() const noexcept { return rank_; }
+  int size() const noexcept { return size_; }
+
+ private:
+  bool owned_ = false;
+  int rank_ = 0, size_ = 1;
+};
+
 inline communicator mpi_communicator(MPI_Comm comm, int device = -1, const dist_options& opt = {}) {
   int rank = 0, size = 1;
   check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");

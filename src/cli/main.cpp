@@ -22,8 +22,17 @@
 #include "io/npy.hpp"
 #include "lab/runner.hpp"
 #include "tally/tally.hpp"
+#if TALLY_CLI_HAVE_DIST
+#include "bench/dist/dist_bench.hpp"
+#include "cli/dist/across_ranks.hpp"
+#endif
 
 namespace {
+
+// The MPI parts of the command (bench dist, reduce --ranks) need libtally_dist (NCCL) and MPI.
+[[maybe_unused]] constexpr const char* kNoDist =
+    "this tally was built without libtally_dist and MPI (NCCL's nccl.h and libnccl, and an MPI such as OpenMPI's "
+    "libopenmpi-dev, must be found when it is configured; scripts/setup.sh installs them)";
 
 using tally::bench::json;
 
@@ -124,7 +133,9 @@ struct print_mode {
 
 int cmd_reduce(const std::string& path, const std::string& op_name, const std::string& dtype_name,
                const std::string& nan_name, const std::string& mode_name, print_mode pm,
-               const std::vector<int>& axes, const std::string& out_path) {
+               const std::vector<int>& axes, const std::string& out_path, bool across_ranks) {
+  if (across_ranks && !axes.empty())
+    throw tally::error("--ranks reduces the whole array across the ranks of an MPI job; --axis is not supported with it");
   if (!out_path.empty() && axes.empty())
     throw tally::error("-o writes the results of a reduction along axes: give --axis (a whole-array reduction "
                        "prints its value)");
@@ -147,30 +158,39 @@ int cmd_reduce(const std::string& path, const std::string& op_name, const std::s
   if (!axes.empty())
     return tally::cli::reduce_along_axes(tally::io::read_all(a), path, *o, opt, axes,
                                          {out_path, pm.json, pm.value_only});
-  const tally::value v = tally::cli::reduce_file(a, *o, opt);
   const bool indexed = *o == tally::op::argmin || *o == tally::op::argmax;
-  if (pm.json) {
-    json j{{"op", tally::to_string(*o)},
-           {"dtype", tally::to_string(a.type())},
-           {"n", a.count()},
-           {"nan", tally::to_string(opt.nan)},
-           {"mode", tally::to_string(opt.mode)},
-           {"result_dtype", tally::to_string(v.type)},
-           {"value", v.to_string()}};
-    if (indexed) j["index"] = v.index;
-    std::cout << j.dump(2) << "\n";
-  } else if (pm.value_only) {
-    if (indexed)
-      fmt::print("{} {}\n", v.to_string(), v.index);
-    else
-      fmt::print("{}\n", v.to_string());
-  } else if (indexed) {
-    fmt::print("{} = {} at index {} ({})\n", call_text(tally::to_string(*o), a, opt, true, true),
-               v.to_string(), v.index, tally::to_string(v.type));
-  } else {
-    fmt::print("{} = {} ({})\n", call_text(tally::to_string(*o), a, opt, true, true), v.to_string(),
-               tally::to_string(v.type));
+  const auto print = [&](const tally::value& v) {
+    if (pm.json) {
+      json j{{"op", tally::to_string(*o)},
+             {"dtype", tally::to_string(a.type())},
+             {"n", a.count()},
+             {"nan", tally::to_string(opt.nan)},
+             {"mode", tally::to_string(opt.mode)},
+             {"result_dtype", tally::to_string(v.type)},
+             {"value", v.to_string()}};
+      if (indexed) j["index"] = v.index;
+      std::cout << j.dump(2) << "\n";
+    } else if (pm.value_only) {
+      if (indexed)
+        fmt::print("{} {}\n", v.to_string(), v.index);
+      else
+        fmt::print("{}\n", v.to_string());
+    } else if (indexed) {
+      fmt::print("{} = {} at index {} ({})\n", call_text(tally::to_string(*o), a, opt, true, true),
+                 v.to_string(), v.index, tally::to_string(v.type));
+    } else {
+      fmt::print("{} = {} ({})\n", call_text(tally::to_string(*o), a, opt, true, true), v.to_string(),
+                 tally::to_string(v.type));
+    }
+  };
+  if (across_ranks) {
+#if TALLY_CLI_HAVE_DIST
+    return tally::cli::reduce_across_ranks(a, *o, opt, print);
+#else
+    throw tally::error(std::string("--ranks: ") + kNoDist);
+#endif
   }
+  print(tally::cli::reduce_file(a, *o, opt));
   return 0;
 }
 
@@ -324,6 +344,16 @@ int main(int argc, char** argv) {
   hostb->add_flag("--quick", host_quick, "fewer repetitions");
   hostb->add_flag("--no-sweep", host_no_sweep, "skip the threads and chunk-size tables");
 
+  output_files dist_out;
+  bool dist_quick = false;
+  std::vector<int> dist_totals;
+  auto* distb = bench->add_subcommand(
+      "dist", "under mpirun: one GPU vs every rank's GPU, tally::dist vs CUB per shard + ncclAllReduce (f32 sum, "
+              "2^20..2^32 total)");
+  add_output_options(distb, dist_out);
+  distb->add_flag("--quick", dist_quick, "fewer repetitions");
+  distb->add_option("--totals", dist_totals, "log2 of the total elements, e.g. 20,24,28,31")->delimiter(',');
+
   output_files calls_out;
   tally::bench::calls_bench_options calls_opt;
   auto* callsb = bench->add_subcommand(
@@ -358,6 +388,10 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   red->add_option("-o,--output", reduce_out,
                   "with --axis: write the results to this .npy (argmin/argmax: int64 indices; bf16 as f32)");
+  bool reduce_ranks = false;
+  red->add_flag("--ranks", reduce_ranks,
+                "under mpirun: every rank reads its slice of the file onto its GPU and tally::dist combines them "
+                "(the result printed by rank 0)");
 
   std::string stats_path, stats_dtype, stats_nan = "propagate";
   int stats_ddof = 0;
@@ -475,9 +509,21 @@ int main(int argc, char** argv) {
       return bench_run("host", host_opt, tally::bench::run_host_bench, host_out);
     }
     if (callsb->parsed()) return bench_run("calls", calls_opt, tally::bench::run_calls_bench, calls_out);
+    if (distb->parsed()) {
+#if TALLY_CLI_HAVE_DIST
+      tally::bench::dist_bench_options o;
+      o.quick = dist_quick;
+      o.log2_totals = dist_totals;
+      tally::cli::progress p("bench dist");
+      o.progress = [&](const std::string& s) { p.step(s); };
+      return tally::bench::run_dist_bench(o, [&](const tally::bench::report& r) { emit(r, dist_out); });
+#else
+      throw tally::error(std::string("bench dist: ") + kNoDist);
+#endif
+    }
     if (red->parsed())
       return cmd_reduce(reduce_path, reduce_op, reduce_dtype, reduce_nan, reduce_mode,
-                        reduce_print, reduce_axes, reduce_out);
+                        reduce_print, reduce_axes, reduce_out, reduce_ranks);
     if (stats->parsed())
       return cmd_stats(stats_path, stats_dtype, stats_nan, stats_ddof, stats_print, stats_axes, stats_out);
     if (dotc->parsed()) return cmd_dot(dot_x, dot_y, dot_dtype, dot_mode, dot_print);

@@ -69,6 +69,27 @@ const char* to_string(memory_kind k) {
   return "?";
 }
 
+namespace {
+// Whether kernels of device `from` (the current device) may read device `to`'s memory now:
+// peer access possible and enabled. Enabling is the only question CUDA answers, so where the
+// probe turns it on, it is turned off again (the caller's settings stay as they were).
+bool peer_access_on(int from, int to) {
+  int can = 0;
+  if (cudaDeviceCanAccessPeer(&can, from, to) != cudaSuccess || can == 0) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  const cudaError_t e = cudaDeviceEnablePeerAccess(to, 0);
+  (void)cudaGetLastError();
+  if (e == cudaErrorPeerAccessAlreadyEnabled) return true;
+  if (e == cudaSuccess) {
+    (void)cudaDeviceDisablePeerAccess(to);
+    (void)cudaGetLastError();
+  }
+  return false;
+}
+}  // namespace
+
 memory_facts inspect_memory(const void* p, int current_device) {
   memory_facts f;
   const get_attributes_fn get = driver_get_attributes();
@@ -114,6 +135,10 @@ memory_facts inspect_memory(const void* p, int current_device) {
       f.device_address = static_cast<std::uintptr_t>(mslot[0]);
       f.peer_readable = low32(mslot[1]) != 0;  // CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READ or _READWRITE
     }
+    // The access flags say READWRITE for another GPU's cudaMalloc memory whether or not peer
+    // access is on (measured on two H200s: the kernel then faults and the context is lost), so
+    // peer access itself is asked for.
+    if (f.kind == memory_kind::device && f.peer_readable) f.peer_readable = peer_access_on(current, f.device);
   }
   if (f.kind == memory_kind::host_pageable) {
     // Before calling memory unknown (a refusal), ask the runtime too: a second opinion that costs

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "core/context.hpp"
 #include "tally/dist.hpp"
@@ -14,7 +15,12 @@
 namespace tally::dist {
 
 struct communicator::impl {
+  // The collectives' communicator. tally's own is a BLOCKING one, made once the ranks have met
+  // through `init`: a non-blocking NCCL communicator hands every collective to a helper thread (75 us a
+  // call on two H200s, milliseconds where a rank is bound to one core), while the init with a
+  // deadline needs the non-blocking kind. A borrowed communicator is used as it is.
   ncclComm_t comm = nullptr;
+  ncclComm_t init = nullptr;  // the non-blocking communicator of the init (tally's own only)
   bool owned = true;    // tally destroys it (not a borrowed one)
   bool usable = true;   // false once aborted
   int rank = 0, size = 1, device = 0;
@@ -22,9 +28,10 @@ struct communicator::impl {
   cudaStream_t stream = nullptr;  // the exchange's stream
   cudaEvent_t ready = nullptr;    // the shard's partial is written (on the caller's stream)
   unsigned char* d_mine = nullptr;     // this rank's record
-  unsigned char* d_all = nullptr;      // every rank's record, rank order
+  unsigned char* d_all = nullptr;      // device scratch of the init's exchange
   unsigned char* h_mine = nullptr;     // pinned mirrors
-  unsigned char* h_all = nullptr;
+  unsigned char* h_all = nullptr;      // every rank's record, rank order: the all-gather's
+                                       // receive buffer (pinned host memory)
   ~impl();
 };
 
@@ -35,6 +42,19 @@ void check_nccl(ncclResult_t r, const char* what);
 // asynchronous NCCL error, aborts the communicator and throws naming `what`.
 void wait_for(communicator::impl& c, cudaStream_t stream, const char* what,
               std::chrono::steady_clock::time_point start);
+
+// Waits until a non-blocking communicator's pending operation (an init, or a collective that
+// returned ncclInProgress) is done, so that what follows on its stream is ordered after it: at
+// most opt.timeout_ms from `start`; aborts and throws naming `what` on a timeout or an error.
+void wait_comm(communicator::impl& c, const char* what, std::chrono::steady_clock::time_point start);
+
+// After the non-blocking init has met every rank (c.comm): a blocking communicator made with an id
+// that rank 0 broadcasts over the first, then one exchange on it, so that its connections are
+// made while every rank is here (a later call never waits on the host for a peer). Collective;
+// aborts and throws on a failure or timeout.
+void make_blocking(communicator::impl& c, std::chrono::steady_clock::time_point start);
+// The first exchange on each communicator (in one NCCL group), which makes the connections.
+void warm_up(const std::vector<communicator::impl*>& cs, std::chrono::steady_clock::time_point start);
 
 // Aborts an owned communicator (a borrowed one is only marked unusable). Never throws.
 void abort_comm(communicator::impl& c) noexcept;

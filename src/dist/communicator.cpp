@@ -33,12 +33,15 @@ bool timed_out(const dist_options& o, clock::time_point start) {
 
 void abort_comm(communicator::impl& c) noexcept {
   // A borrowed communicator belongs to its owner: marked unusable here, aborted by them.
-  if (c.comm != nullptr && c.owned) {
+  if ((c.comm != nullptr || c.init != nullptr) && c.owned) {
     int was = 0;
     const bool got = cudaGetDevice(&was) == cudaSuccess;
-    if (cudaSetDevice(c.device) == cudaSuccess) (void)ncclCommAbort(c.comm);
+    if (cudaSetDevice(c.device) == cudaSuccess) {
+      if (c.comm != nullptr && c.comm != c.init) (void)ncclCommAbort(c.comm);
+      if (c.init != nullptr) (void)ncclCommAbort(c.init);
+    }
     if (got) (void)cudaSetDevice(was);
-    c.comm = nullptr;  // aborted: nothing left to destroy
+    c.comm = c.init = nullptr;  // aborted: nothing left to destroy
   }
   c.usable = false;
   (void)cudaGetLastError();
@@ -51,9 +54,7 @@ void abort_comm(communicator::impl& c) noexcept {
                        : "; the borrowed communicator is unusable now: abort it (ncclCommAbort) and make a new one"));
 }
 
-namespace {
-
-// Waits for a non-blocking communicator's pending operation (init) to finish.
+// Waits for a non-blocking communicator's pending operation to finish.
 void wait_comm(communicator::impl& c, const char* what, clock::time_point start) {
   for (;;) {
     ncclResult_t st = ncclSuccess;
@@ -66,6 +67,8 @@ void wait_comm(communicator::impl& c, const char* what, clock::time_point start)
     std::this_thread::yield();
   }
 }
+
+namespace {
 
 void allocate(communicator::impl& c) {
   const std::size_t rb = record_bytes();
@@ -123,26 +126,90 @@ void wait_for(communicator::impl& c, cudaStream_t stream, const char* what, cloc
   }
 }
 
+namespace {
+
+ncclConfig_t blocking_config() {
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 1;
+  return cfg;
+}
+
+}  // namespace
+
+void warm_up(const std::vector<communicator::impl*>& cs, clock::time_point start) {
+  for (communicator::impl* c : cs) {
+    device_scope on(c->device);
+    check_cuda(cudaMemsetAsync(c->d_mine, 0, record_bytes(), c->stream), "cudaMemsetAsync(the first exchange)");
+  }
+  check_nccl(ncclGroupStart(), "ncclGroupStart");
+  for (communicator::impl* c : cs) {
+    device_scope on(c->device);
+    const ncclResult_t r = ncclAllGather(c->d_mine, c->h_all, record_bytes(), ncclUint8, c->comm, c->stream);
+    if (r != ncclSuccess) {
+      (void)ncclGroupEnd();
+      check_nccl(r, "ncclAllGather(the first exchange)");
+    }
+  }
+  check_nccl(ncclGroupEnd(), "ncclGroupEnd(the first exchange)");
+  for (communicator::impl* c : cs) {
+    device_scope on(c->device);
+    wait_for(*c, c->stream, "the first exchange", start);
+  }
+}
+
+void make_blocking(communicator::impl& c, clock::time_point start) {
+  device_scope on(c.device);
+  // Rank 0's new id, broadcast over the init communicator (non-blocking: polled, with the deadline).
+  unique_id id{};
+  if (c.rank == 0) id = make_unique_id();
+  std::memcpy(c.h_mine, id.bytes, sizeof id.bytes);
+  check_cuda(cudaMemcpyAsync(c.d_mine, c.h_mine, sizeof id.bytes, cudaMemcpyHostToDevice, c.stream),
+             "cudaMemcpyAsync(the collectives' NCCL id)");
+  const ncclResult_t r = ncclBroadcast(c.d_mine, c.d_all, sizeof id.bytes, ncclUint8, 0, c.comm, c.stream);
+  if (r != ncclSuccess && r != ncclInProgress) abort_and_throw(c, std::string("ncclBroadcast: ") + ncclGetErrorString(r));
+  if (r == ncclInProgress) wait_comm(c, "ncclBroadcast(the collectives' NCCL id)", start);
+  check_cuda(cudaMemcpyAsync(c.h_all, c.d_all, sizeof id.bytes, cudaMemcpyDeviceToHost, c.stream),
+             "cudaMemcpyAsync(the collectives' NCCL id)");
+  wait_for(c, c.stream, "ncclBroadcast(the collectives' NCCL id)", start);
+  ncclUniqueId nid;
+  std::memcpy(&nid, c.h_all, sizeof nid);
+  // Every rank has just taken part in the broadcast: the blocking init finds them all.
+  ncclConfig_t cfg = blocking_config();
+  ncclComm_t blocking = nullptr;
+  const ncclResult_t ri = ncclCommInitRankConfig(&blocking, c.size, nid, c.rank, &cfg);
+  if (ri != ncclSuccess) abort_and_throw(c, std::string("ncclCommInitRankConfig(blocking): ") + ncclGetErrorString(ri));
+  c.init = c.comm;  // both aborted and destroyed together from here on
+  c.comm = blocking;
+  warm_up({&c}, start);
+}
+
 communicator::impl::~impl() {
   int was = 0;
   const bool got = cudaGetDevice(&was) == cudaSuccess;
   (void)cudaSetDevice(device);
-  if (comm != nullptr && owned) {
-    // Finalize (non-blocking: polled, with the communicator's deadline), then destroy; abort
-    // when anything is still pending or failed (ncclCommDestroy only counts down the process's
-    // communicators, so several destroyed one after another by one thread cannot deadlock).
-    ncclResult_t st = ncclInternalError;
-    if (ncclCommGetAsyncError(comm, &st) != ncclSuccess) st = ncclInternalError;
-    if (usable && st == ncclSuccess) {
-      const ncclResult_t r = ncclCommFinalize(comm);
-      st = r == ncclSuccess || r == ncclInProgress ? ncclInProgress : r;
-      for (const auto t0 = clock::now(); st == ncclInProgress && !timed_out(opt, t0);) {
-        if (ncclCommGetAsyncError(comm, &st) != ncclSuccess) st = ncclInternalError;
-        if (st == ncclInProgress) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  if (owned) {
+    // The collectives' communicator (every operation on it was waited for), then the init's:
+    // finalize (the init's is non-blocking: polled, with the communicator's deadline), then
+    // destroy; abort when anything is still pending or failed (ncclCommDestroy only counts down
+    // the process's communicators, so several destroyed one after another by one thread cannot
+    // deadlock).
+    for (ncclComm_t* pc : {&comm, &init}) {
+      ncclComm_t x = *pc;
+      if (x == nullptr || (pc == &comm && comm == init)) continue;
+      ncclResult_t st = ncclInternalError;
+      if (ncclCommGetAsyncError(x, &st) != ncclSuccess) st = ncclInternalError;
+      if (usable && st == ncclSuccess) {
+        const ncclResult_t r = ncclCommFinalize(x);
+        st = r == ncclSuccess || r == ncclInProgress ? ncclInProgress : r;
+        for (const auto t0 = clock::now(); st == ncclInProgress && !timed_out(opt, t0);) {
+          if (ncclCommGetAsyncError(x, &st) != ncclSuccess) st = ncclInternalError;
+          if (st == ncclInProgress) std::this_thread::sleep_for(std::chrono::microseconds(100));
+        }
       }
+      if (st == ncclSuccess) (void)ncclCommDestroy(x);
+      else (void)ncclCommAbort(x);
     }
-    if (st == ncclSuccess) (void)ncclCommDestroy(comm);
-    else (void)ncclCommAbort(comm);
+    comm = init = nullptr;
   }
   // NCCL's work on the stream is done or aborted; a borrowed, failed communicator may still
   // hold it, so only then is the wait skipped.
@@ -203,6 +270,7 @@ communicator communicator::init_rank(const unique_id& id, int rank, int size, in
     check_nccl(r, "ncclCommInitRankConfig");
   }
   wait_comm(*c, "ncclCommInitRankConfig", start);
+  make_blocking(*c, start);
   return communicator(std::move(c));
 }
 
@@ -222,7 +290,8 @@ std::vector<communicator> communicator::init_all(const std::vector<int>& devices
   ncclUniqueId nid;
   std::memcpy(&nid, id.bytes, sizeof nid);
   const auto start = clock::now();
-  ncclConfig_t cfg = nonblocking();
+  // One process: every rank is here, so the communicators are blocking ones from the start.
+  ncclConfig_t cfg = blocking_config();
   try {
     check_nccl(ncclGroupStart(), "ncclGroupStart");
     for (int k = 0; k < size; ++k) {
@@ -234,7 +303,9 @@ std::vector<communicator> communicator::init_all(const std::vector<int>& devices
       }
     }
     check_nccl(ncclGroupEnd(), "ncclGroupEnd(the communicators' init)");
-    for (auto& c : cs) wait_comm(*c, "ncclCommInitRankConfig", start);
+    std::vector<impl*> ps;
+    for (auto& c : cs) ps.push_back(c.get());
+    warm_up(ps, start);
   } catch (...) {
     for (auto& c : cs) abort_comm(*c);  // the group's init is shared: none of them is usable
     throw;

@@ -5,6 +5,7 @@
 // for exact, integer and min/max/arg ops), then checks the failures: ranks that disagree, a rank
 // with a bad shard, a rank that never calls (the others time out instead of hanging). Prints one
 // line per check; exits 1 on any failure (on every rank).
+#include <cuda_runtime_api.h>
 #include <mpi.h>
 
 #include <algorithm>
@@ -69,6 +70,8 @@ int main(int argc, char** argv) {
     std::optional<tally::dist::communicator> held;
     held.emplace(tally::dist::mpi_communicator(MPI_COMM_WORLD, -1, o));
     tally::dist::communicator& comm = *held;
+    // This rank's buffers on this rank's GPU.
+    if (cudaSetDevice(comm.device()) != cudaSuccess) throw tally::error("cudaSetDevice failed");
     if (rank_ == 0) std::printf("%d ranks, n = %zu\n", size_, n);
 
     std::mt19937_64 rng(2026);
@@ -121,8 +124,14 @@ int main(int argc, char** argv) {
       tally::device_buffer bf(std::max<std::size_t>(4, count * 4));
       if (count > 0) bf.upload(xf.data() + first, count * 4);
       const tally::dist::shard sf{bf.get(), count, first, nullptr};
+      const tally::op o = rank_ == size_ - 1 ? tally::op::max : tally::op::sum;
+      std::string e = error_of([&] { tally::dist::reduce(comm, sf, tally::dtype::f32, o); });
+      expect(e.find("the ranks disagree") != std::string::npos, "a rank with another op: every rank refuses (" + e + ")");
+      // Another dtype over the same bytes (half as many f64): its own checks pass, the ranks' do not.
+      tally::dist::shard half = sf;
+      if (rank_ == size_ - 1) half.n = count / 2;
       const tally::dtype t = rank_ == size_ - 1 ? tally::dtype::f64 : tally::dtype::f32;
-      std::string e = error_of([&] { tally::dist::reduce(comm, sf, t, tally::op::sum); });
+      e = error_of([&] { tally::dist::reduce(comm, half, t, tally::op::sum); });
       expect(e.find("the ranks disagree") != std::string::npos, "a rank with another dtype: every rank refuses (" + e + ")");
       std::vector<float> host(16);
       tally::dist::shard bad = sf;
@@ -130,6 +139,19 @@ int main(int argc, char** argv) {
       e = error_of([&] { tally::dist::reduce(comm, bad, tally::dtype::f32, tally::op::sum); });
       expect(e.find("rank " + std::to_string(size_ - 1) + " failed") != std::string::npos,
              "a rank with a host pointer: every rank names it (" + e + ")");
+      int gpus = 0;
+      if (cudaGetDeviceCount(&gpus) == cudaSuccess && gpus > 1) {
+        // The last rank's shard on another GPU than its communicator's.
+        if (cudaSetDevice((comm.device() + 1) % gpus) != cudaSuccess) throw tally::error("cudaSetDevice failed");
+        tally::device_buffer elsewhere(std::max<std::size_t>(4, count * 4));
+        if (cudaSetDevice(comm.device()) != cudaSuccess) throw tally::error("cudaSetDevice failed");
+        tally::dist::shard away = sf;
+        if (rank_ == size_ - 1) away.d_in = elsewhere.get();
+        e = error_of([&] { tally::dist::reduce(comm, away, tally::dtype::f32, tally::op::sum); });
+        expect(e.find("rank " + std::to_string(size_ - 1) + " failed") != std::string::npos &&
+                   e.find("is memory of device") != std::string::npos,
+               "a rank whose shard is on another GPU: every rank names it (" + e + ")");
+      }
       tally::options exact;
       exact.mode = tally::accuracy::exact;
       expect(tally::dist::reduce(comm, sf, tally::dtype::f32, tally::op::sum, exact) ==

@@ -1,0 +1,393 @@
+// `tally bench dist` (see dist_bench.hpp).
+#include "bench/dist/dist_bench.hpp"
+
+#include <cuda_runtime_api.h>
+#include <mpi.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bench/dist/cub_shard.hpp"
+#include "bench/probe.hpp"
+#include "bench/timing.hpp"
+#include "tally/dist.hpp"
+#include "tally/dist_mpi.hpp"
+
+namespace tally::bench {
+namespace {
+
+using clk = std::chrono::steady_clock;
+using dist::check_mpi;
+
+constexpr std::uint64_t kSeed = 2026;
+constexpr std::uint64_t kGolden = 0x9e3779b97f4a7c15ull;  // fill_random's index multiplier
+
+void check_nccl(ncclResult_t r, const char* what) {
+  if (r != ncclSuccess)
+    throw error(std::string("tally bench dist: ") + what + " failed: " + ncclGetErrorString(r));
+}
+
+double max_over_ranks(double v) {
+  double m = 0;
+  check_mpi(MPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce(the slowest rank)");
+  return m;
+}
+
+long long min_over_ranks(long long v) {
+  long long m = 0;
+  check_mpi(MPI_Allreduce(&v, &m, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce(the least)");
+  return m;
+}
+
+bool on_every_rank(bool b) { return min_over_ranks(b ? 1 : 0) == 1; }
+
+// The baseline's NCCL communicator: blocking (NCCL's default), as a plain caller makes it.
+struct nccl_comm {
+  ncclComm_t c = nullptr;
+  nccl_comm(int rank, int size) {
+    ncclUniqueId id{};
+    if (rank == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    check_mpi(MPI_Bcast(&id, static_cast<int>(sizeof id), MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast(NCCL's id)");
+    check_nccl(ncclCommInitRank(&c, size, id, rank), "ncclCommInitRank(the baseline's communicator)");
+  }
+  ~nccl_comm() {
+    if (c != nullptr) (void)ncclCommDestroy(c);
+  }
+  nccl_comm(const nccl_comm&) = delete;
+  nccl_comm& operator=(const nccl_comm&) = delete;
+};
+
+struct pinned_bytes {
+  unsigned char* p = nullptr;
+  explicit pinned_bytes(std::size_t bytes) {
+    check(cudaMallocHost(reinterpret_cast<void**>(&p), bytes), "cudaMallocHost");
+  }
+  ~pinned_bytes() { cudaFreeHost(p); }
+  pinned_bytes(const pinned_bytes&) = delete;
+  pinned_bytes& operator=(const pinned_bytes&) = delete;
+};
+
+struct candidate {
+  const char* key;
+  bool rank0_only;  // one GPU: rank 0 calls, the others wait at the next barrier
+  std::function<void()> call;
+};
+
+// Host microseconds per call over `calls` back-to-back calls after a barrier: the slowest rank's,
+// and the fastest's (the ranks that called).
+std::pair<double, double> loop_us(const candidate& c, int calls, int rank) {
+  check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+  double us = 0;
+  const bool calls_here = !c.rank0_only || rank == 0;
+  if (calls_here) {
+    const auto t0 = clk::now();
+    for (int i = 0; i < calls; ++i) c.call();
+    us = std::chrono::duration<double, std::micro>(clk::now() - t0).count() / calls;
+  }
+  const double slowest = max_over_ranks(us);
+  return {slowest, -max_over_ranks(calls_here ? -us : -slowest)};
+}
+
+struct medians {
+  std::vector<double> slowest, fastest;  // per candidate: the median over repetitions
+};
+
+// Median per-call time of every candidate; candidates alternate inside each repetition.
+medians time_all(const std::vector<candidate>& cs, int calls, int reps, int rank) {
+  for (const candidate& c : cs) (void)loop_us(c, 2, rank);  // warm-up (NCCL connections, CUB)
+  std::vector<std::vector<double>> hi(cs.size()), lo(cs.size());
+  for (int r = 0; r < reps; ++r)
+    for (std::size_t k = 0; k < cs.size(); ++k) {
+      const auto [a, b] = loop_us(cs[k], calls, rank);
+      hi[k].push_back(a);
+      lo[k].push_back(b);
+    }
+  medians m;
+  for (std::size_t k = 0; k < cs.size(); ++k) m.slowest.push_back(median(hi[k])), m.fastest.push_back(median(lo[k]));
+  return m;
+}
+
+std::uint64_t bits_of(const value& v) {
+  std::uint64_t b = 0;
+  std::memcpy(&b, &v.f, sizeof b);
+  return b;
+}
+
+report run(const dist_bench_options& opt, int rank, int size) {
+  std::vector<int> totals = opt.log2_totals;
+  if (totals.empty()) totals = {20, 22, 24, 26, 28, 30, 31, 32};
+  const int reps = opt.quick ? 3 : std::max(1, opt.reps);
+  const double loop_budget_us = opt.quick ? 5000 : 20000;
+  auto say = [&](const std::string& s) {
+    if (rank == 0 && opt.progress) opt.progress(s);
+  };
+
+  dist::dist_options dopt;
+  dopt.timeout_ms = 120000;
+  std::optional<dist::communicator> comm;
+  comm.emplace(dist::mpi_communicator(MPI_COMM_WORLD, -1, dopt));
+  check(cudaSetDevice(comm->device()), "cudaSetDevice(this rank's GPU)");
+  nccl_comm base(rank, size);
+  cudaStream_t s = nullptr;
+  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate(bench dist)");
+
+  // The largest total every rank can hold: rank 0 the whole array (its shard is the array's
+  // first part), the others their shard; CUB's temporary storage beside it.
+  std::size_t free_b = 0, total_b = 0;
+  check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+  int fits = 0;
+  for (int L : totals) {
+    const double need = 4.0 * std::ldexp(1.0, L) / (rank == 0 ? 1 : size) * 1.02 + (256 << 20);
+    if (need < 0.92 * static_cast<double>(free_b)) fits = std::max(fits, L);
+  }
+  const int max_log2 = static_cast<int>(min_over_ranks(fits));
+  std::vector<int> skipped, sizes;
+  for (int L : totals) (L <= max_log2 ? sizes : skipped).push_back(L);
+  if (sizes.empty()) throw error("tally bench dist: no size fits every rank's GPU memory");
+  const std::uint64_t n_max = std::uint64_t(1) << max_log2;
+  const std::uint64_t shard_max = (n_max + size - 1) / size;
+
+  device_buffer whole(rank == 0 ? n_max * 4 : 4), own(rank == 0 ? 4 : shard_max * 4), d_out(64);
+  if (rank == 0) fill_random(whole.get(), n_max, dtype::f32, kSeed, -1.0, 1.0, s);
+  std::size_t temp_bytes = 0;
+  check(cub_sum_f32(nullptr, temp_bytes, nullptr, nullptr, rank == 0 ? n_max : shard_max, s),
+        "cub::DeviceReduce::Sum (temp size)");
+  device_buffer temp(std::max<std::size_t>(temp_bytes, 16));
+  pinned_bytes h_out(64);
+  check(cudaStreamSynchronize(s), "cudaStreamSynchronize(bench dist fill)");
+
+  const device_info dev = current_device();
+  report rep;
+  stamp_report(rep, "dist", dev, ceiling{});
+  rep.meta.erase("read_ceiling_gbps");  // no ceiling probe here
+  rep.meta.erase("theoretical_gbps");
+  rep.meta["ranks"] = size;
+  rep.meta["gpus_per_rank"] = 1;
+  int nccl_version = 0;
+  check_nccl(ncclGetVersion(&nccl_version), "ncclGetVersion");
+  rep.meta["nccl_version"] = nccl_version;
+  const char* nvls = std::getenv("NCCL_NVLS_ENABLE");
+  rep.meta["NCCL_NVLS_ENABLE"] = nvls ? nvls : "(unset)";
+  rep.meta["timing"] = "host wall clock of blocking calls that end with the result on the host: back-to-back calls "
+                       "after a barrier, the slowest rank's time per call, the median of " +
+                       std::to_string(reps) + " loops; candidates alternate";
+  rep.meta["data"] = "f32 uniform in [-1, 1); rank k's shard holds elements [k N / ranks, (k + 1) N / ranks) of the "
+                     "array that rank 0 reduces alone";
+  if (!skipped.empty()) {
+    std::string sk;
+    for (int L : skipped) sk += (sk.empty() ? "2^" : ", 2^") + std::to_string(L);
+    rep.meta["skipped_sizes"] = sk + " (GPU memory)";
+  }
+
+  table fast{"f32 sum, fast mode: one GPU vs " + std::to_string(size) + " ranks (us per blocking call)",
+             {{"log2n", "log2 N", -1},
+              {"one_gpu_us", "tally, 1 GPU, whole", 1},
+              {"cub_one_us", "CUB, 1 GPU, whole", 1},
+              {"shard_us", "tally, one shard alone", 1},
+              {"shard_fastest_us", "(fastest rank)", 1},
+              {"allreduce_us", "ncclAllReduce 1 float", 1},
+              {"dist_us", "tally::dist", 1},
+              {"cub_allreduce_us", "CUB per shard + ncclAllReduce", 1},
+              {"scaling", "scaling (1 GPU / dist)", 2},
+              {"vs_cub_allreduce", "CUB+AllReduce / dist", 2},
+              {"budget_us", "shard + all-reduce + 5 us", 1},
+              {"within_budget", "dist within it", -1},
+              {"dist_gbps", "dist GB/s", 0},
+              {"same_bits_20_runs", "20 runs, same bits", -1}},
+             {}};
+  table exact{"f32 sum, exact mode: one GPU vs " + std::to_string(size) + " ranks (us per blocking call)",
+              {{"log2n", "log2 N", -1},
+               {"one_gpu_us", "tally exact, 1 GPU, whole", 1},
+               {"dist_us", "tally::dist exact", 1},
+               {"scaling", "scaling", 2},
+               {"same_bits", "same bits as 1 GPU", -1}},
+              {}};
+
+  // Where a small call's time goes: NCCL's exchanges alone (the baseline's communicator and
+  // tally's, the size of tally's records), the copy back, tally's whole call.
+  {
+    say("latency");
+    constexpr std::size_t kRecord = 1536;  // src/dist/record.hpp: record_bytes()
+    device_buffer rec_mine(kRecord), rec_all(kRecord * static_cast<std::size_t>(size)), one(4);
+    pinned_bytes h_rec(kRecord * static_cast<std::size_t>(size));
+    const float x1 = 1.0f;
+    one.upload(&x1, 4);
+    check(cudaMemset(rec_mine.get(), 0, kRecord), "cudaMemset");
+    float* out = reinterpret_cast<float*>(d_out.get());
+    ncclComm_t tc = comm->nccl();
+    const auto nb = [&](ncclResult_t r) {  // in case tally's communicator answers ncclInProgress
+      if (r != ncclInProgress) check_nccl(r, "ncclAllGather (tally's communicator)");
+      ncclResult_t st = ncclInProgress;
+      while (st == ncclInProgress) check_nccl(ncclCommGetAsyncError(tc, &st), "ncclCommGetAsyncError");
+      check_nccl(st, "ncclAllGather (tally's communicator)");
+    };
+    const auto sync = [&] { check(cudaStreamSynchronize(s), "cudaStreamSynchronize"); };
+    const dist::shard tiny{one.get(), 1, static_cast<std::uint64_t>(rank), nullptr};
+    const std::vector<candidate> cl = {
+        {"ncclAllReduce, 1 float (blocking communicator)", false,
+         [&] {
+           check_nccl(ncclAllReduce(out, out, 1, ncclFloat, ncclSum, base.c, s), "ncclAllReduce");
+           sync();
+         }},
+        {"ncclAllGather, 1536 B a rank (blocking communicator)", false,
+         [&] {
+           check_nccl(ncclAllGather(rec_mine.get(), rec_all.get(), kRecord, ncclUint8, base.c, s), "ncclAllGather");
+           sync();
+         }},
+        {"ncclAllGather, 1536 B a rank (tally's communicator)", false,
+         [&] {
+           nb(ncclAllGather(rec_mine.get(), rec_all.get(), kRecord, ncclUint8, tc, s));
+           sync();
+         }},
+        {"ncclAllGather, 1536 B a rank, into pinned host memory", false,
+         [&] {
+           check_nccl(ncclAllGather(rec_mine.get(), h_rec.p, kRecord, ncclUint8, base.c, s), "ncclAllGather");
+           sync();
+         }},
+        {"the same, then the records copied to the host", false,
+         [&] {
+           nb(ncclAllGather(rec_mine.get(), rec_all.get(), kRecord, ncclUint8, tc, s));
+           check(cudaMemcpyAsync(h_rec.p, rec_all.get(), kRecord * static_cast<std::size_t>(size),
+                                 cudaMemcpyDeviceToHost, s),
+                 "cudaMemcpyAsync");
+           sync();
+         }},
+        {"cudaMemcpyAsync of 4 bytes to the host", false,
+         [&] {
+           check(cudaMemcpyAsync(h_out.p, out, 4, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync");
+           sync();
+         }},
+        {"tally::reduce_value of 1 element (one GPU)", false,
+         [&] { (void)reduce_value(one.get(), 1, dtype::f32, op::sum, reinterpret_cast<stream_t>(s)); }},
+        {"tally::dist::reduce of 1 element a rank", false,
+         [&] { (void)dist::reduce(*comm, tiny, dtype::f32, op::sum, {}, reinterpret_cast<stream_t>(s)); }},
+    };
+    const std::vector<double> tl = time_all(cl, opt.quick ? 50 : 200, reps, rank).slowest;
+    table lat{"latency: what a small call's parts cost (us per blocking call, the slowest rank)",
+              {{"what", "what", -1}, {"us", "us", 1}},
+              {}};
+    for (std::size_t k = 0; k < cl.size(); ++k) lat.rows.push_back({{"what", cl[k].key}, {"us", tl[k]}});
+    rep.tables.push_back(std::move(lat));
+  }
+
+  for (int L : sizes) {
+    const std::uint64_t N = std::uint64_t(1) << L;
+    const std::uint64_t first = N * static_cast<std::uint64_t>(rank) / size;
+    const std::uint64_t count = N * static_cast<std::uint64_t>(rank + 1) / size - first;
+    const float* whole_p = static_cast<const float*>(whole.get());
+    const float* shard_p = rank == 0 ? whole_p : static_cast<const float*>(own.get());
+    if (rank != 0)  // the same values as elements [first, first + count) of rank 0's array
+      fill_random(own.get(), count, dtype::f32, kSeed + first * kGolden, -1.0, 1.0, s);
+    check(cudaStreamSynchronize(s), "cudaStreamSynchronize(bench dist fill)");
+    const dist::shard sh{shard_p, count, first, nullptr};
+    const stream_t ts = reinterpret_cast<stream_t>(s);
+    float* out = static_cast<float*>(d_out.get());
+    options ex;
+    ex.mode = accuracy::exact;
+
+    const double est_us = 20.0 + 4.0 * static_cast<double>(N) / 3.0e6;  // the whole array at ~3 TB/s
+    const int calls = std::clamp(static_cast<int>(loop_budget_us / est_us), 3, 400);
+    say("2^" + std::to_string(L) + " fast");
+    const std::vector<candidate> cs = {
+        {"one_gpu", true, [&] { (void)reduce_value(whole_p, N, dtype::f32, op::sum, ts); }},
+        {"cub_one", true,
+         [&] {
+           std::size_t tb = temp.size();
+           check(cub_sum_f32(temp.get(), tb, whole_p, out, N, s), "cub::DeviceReduce::Sum");
+           check(cudaMemcpyAsync(h_out.p, out, 4, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync");
+           check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+         }},
+        {"shard", false, [&] { (void)reduce_value(shard_p, count, dtype::f32, op::sum, ts); }},
+        {"allreduce", false,
+         [&] {
+           check_nccl(ncclAllReduce(out, out, 1, ncclFloat, ncclSum, base.c, s), "ncclAllReduce");
+           check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+         }},
+        {"dist", false, [&] { (void)dist::reduce(*comm, sh, dtype::f32, op::sum, {}, ts); }},
+        {"cub_allreduce", false,
+         [&] {
+           std::size_t tb = temp.size();
+           check(cub_sum_f32(temp.get(), tb, shard_p, out, count, s), "cub::DeviceReduce::Sum");
+           check_nccl(ncclAllReduce(out, out, 1, ncclFloat, ncclSum, base.c, s), "ncclAllReduce");
+           check(cudaMemcpyAsync(h_out.p, out, 4, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync");
+           check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+         }},
+    };
+    const medians tm = time_all(cs, calls, reps, rank);
+    const std::vector<double>& t = tm.slowest;
+    const value f0 = dist::reduce(*comm, sh, dtype::f32, op::sum, {}, ts);
+    bool same = true;
+    for (int r = 0; r < 20; ++r) same = same && dist::reduce(*comm, sh, dtype::f32, op::sum, {}, ts) == f0;
+    same = on_every_rank(same);
+    const double budget = t[2] + t[3] + 5.0;
+    fast.rows.push_back({{"log2n", L},
+                         {"one_gpu_us", t[0]},
+                         {"cub_one_us", t[1]},
+                         {"shard_us", t[2]},
+                         {"shard_fastest_us", tm.fastest[2]},
+                         {"allreduce_us", t[3]},
+                         {"dist_us", t[4]},
+                         {"cub_allreduce_us", t[5]},
+                         {"scaling", t[0] / t[4]},
+                         {"vs_cub_allreduce", t[5] / t[4]},
+                         {"budget_us", budget},
+                         {"within_budget", t[4] <= budget ? "yes" : "no"},
+                         {"dist_gbps", 4.0 * static_cast<double>(N) / t[4] / 1e3},
+                         {"same_bits_20_runs", same ? "yes" : "NO"}});
+
+    say("2^" + std::to_string(L) + " exact");
+    const std::vector<candidate> ce = {
+        {"one_exact", true, [&] { (void)reduce_value(whole_p, N, dtype::f32, op::sum, ts, ex); }},
+        {"dist_exact", false, [&] { (void)dist::reduce(*comm, sh, dtype::f32, op::sum, ex, ts); }},
+    };
+    const std::vector<double> te = time_all(ce, calls, reps, rank).slowest;
+    std::uint64_t one_bits = 0;
+    if (rank == 0) one_bits = bits_of(reduce_value(whole_p, N, dtype::f32, op::sum, ts, ex));
+    check_mpi(MPI_Bcast(&one_bits, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD), "MPI_Bcast(the one-GPU exact sum)");
+    const bool exact_same = on_every_rank(bits_of(dist::reduce(*comm, sh, dtype::f32, op::sum, ex, ts)) == one_bits);
+    exact.rows.push_back({{"log2n", L},
+                          {"one_gpu_us", te[0]},
+                          {"dist_us", te[1]},
+                          {"scaling", te[0] / te[1]},
+                          {"same_bits", exact_same ? "yes" : "NO"}});
+  }
+  rep.tables.push_back(std::move(fast));
+  rep.tables.push_back(std::move(exact));
+  comm.reset();
+  check(cudaStreamDestroy(s), "cudaStreamDestroy(bench dist)");
+  return rep;
+}
+
+}  // namespace
+
+int run_dist_bench(const dist_bench_options& opt, const std::function<void(const report&)>& emit) {
+  std::optional<dist::mpi_session> mpi;
+  try {
+    mpi.emplace();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tally: error: bench dist: %s\n", e.what());
+    return 1;
+  }
+  try {
+    const report rep = run(opt, mpi->rank(), mpi->size());
+    if (mpi->rank() == 0) emit(rep);
+  } catch (const std::exception& e) {
+    // One rank's failure ends every rank (a barrier or collective would otherwise wait forever).
+    std::fprintf(stderr, "tally: error: bench dist (rank %d of %d): %s\n", mpi->rank(), mpi->size(), e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace tally::bench
