@@ -955,6 +955,52 @@ TEST(NumericsGpu, ExactSumIsOrderAndLaunchIndependentFloat64) {
   run_exact_invariance<double>();
 }
 
+// The narrow inputs' round test (exact_grid_round): a round's adds are taken as exact when the
+// accumulator and the round's elements share a grid 2^g and the sum stays below 2^(g + 53); every
+// other round is redone by the general path. Data that sits on either side of that bound: exponent
+// windows from 20 to 60 bits (narrower than the f64 significand, about equal, wider), all positive
+// (the sums climb through binades) or mixed signs (they cancel), and a NaN or an infinity alone
+// in one round while the rest stays finite. Each against the exact reference, bit for bit.
+template <class T>
+void run_exact_grid_bounds() {
+  using R = acc_t<T>;
+  const dtype t = ref::dtype_of<T>();
+  const std::uint64_t n = small_only() ? 40009 : (std::uint64_t(1) << 21) + 77;
+  const options ex = with_mode(accuracy::exact);
+  const int top = std::is_same_v<T, f16> ? 14 : 60;
+  for (int span : {20, 28, 29, 30, 40, 53, 60}) {
+    for (bool positive : {true, false}) {
+      auto h = mixed<T>(n, test_seed() + std::uint64_t(span) * 2 + positive, top - span, top);
+      if (positive)
+        for (auto& x : h) x = ref::make<T>(std::fabs(as_double(x)));
+      const ref::exact_accumulator s = ref::exact_sum(h.data(), n);
+      TRACE("exact sum " << to_string(t) << " exponents [" << top - span << ", " << top << "]"
+                         << (positive ? " positive" : " mixed signs"));
+      on_device<T> d(h, 1);
+      ASSERT_TRUE(same_bits(reduce_value(d.get(), n, t, op::sum, nullptr, ex).f, rounded<R>(s)));
+    }
+  }
+  auto h = mixed<T>(n, test_seed() + 999, -10, 10);
+  for (const T special : {nan_of<T>(), inf_of<T>(false), inf_of<T>(true)}) {
+    auto g = h;
+    g[n / 2 + 5] = special;
+    const ref::exact_accumulator s = ref::exact_sum(g.data(), n);
+    TRACE("exact sum " << to_string(t) << " with one " << as_double(special));
+    on_device<T> d(g);
+    ASSERT_TRUE(same_bits(reduce_value(d.get(), n, t, op::sum, nullptr, ex).f, rounded<R>(s)));
+  }
+}
+
+TEST(NumericsGpu, ExactSumRoundTestBoundsFloat32) {
+  TALLY_REQUIRE_GPU();
+  run_exact_grid_bounds<float>();
+}
+TEST(NumericsGpu, ExactSumRoundTestBoundsHalf) {
+  TALLY_REQUIRE_GPU();
+  run_exact_grid_bounds<f16>();
+  run_exact_grid_bounds<bf16>();
+}
+
 // Exact f32 (and bf16) sums round once to f32, not via f64: 1 + 2^-24 + 2^-80 -> 1 + 2^-23.
 TEST(NumericsGpu, ExactSumRoundsOnceNotTwice) {
   TALLY_REQUIRE_GPU();

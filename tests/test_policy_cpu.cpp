@@ -117,3 +117,20 @@ TEST(PolicyCpu, ExplainSaysWhatItRead) {
 
 }  // namespace
 }  // namespace tally::test
+
+// The exact sum's schedule: dynamic only for inputs past the L2 with at least two whole block
+// rounds per block (tuning.hpp, exact_dynamic); the H100's shape and L2 (50 MiB).
+TEST(PolicyCpu, ExactSumIsDynamicPastTheL2) {
+  using namespace tally::core;
+  const shape f32 = compiled_shape(4, family::exact, depth::base);
+  const shape f64 = compiled_shape(8, family::exact, depth::base);
+  const std::uint64_t l2 = std::uint64_t(50) << 20;
+  EXPECT_TRUE(exact_dynamic(f32, 4, std::uint64_t(1) << 24, 132, l2));   // 64 MiB
+  EXPECT_TRUE(exact_dynamic(f32, 4, std::uint64_t(1) << 30, 132, l2));
+  EXPECT_FALSE(exact_dynamic(f32, 4, std::uint64_t(1) << 22, 132, l2));  // 16 MiB, in L2
+  EXPECT_FALSE(exact_dynamic(f64, 8, std::uint64_t(1) << 22, 264, l2));  // 32 MiB, in L2
+  EXPECT_TRUE(exact_dynamic(f64, 8, std::uint64_t(1) << 24, 264, l2));
+  // Past the L2 but too few rounds for two per block (a GPU with a small L2 and many SMs).
+  EXPECT_FALSE(exact_dynamic(f32, 4, std::uint64_t(1) << 20, 132, std::uint64_t(1) << 20));
+  EXPECT_FALSE(exact_dynamic(f32, 4, 0, 1, l2));
+}

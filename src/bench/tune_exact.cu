@@ -20,9 +20,11 @@ std::vector<group> exact_groups(const sweep_buffers& b) {
     fast.reference = true;
     g.candidates = {
         fast,
-        exact_candidate<float, exact_form::sum, 512, 4, G, 1, 2>("512x4 mb1 acc2", b, k++),
-        exact_candidate<float, exact_form::sum, 512, 4, G, 2, 1>("512x4 mb2 acc1", b, k++),
+        exact_candidate<float, exact_form::sum, 512, 4, G, 2, 2, false, false>("512x4 mb2 acc2 per-element test, strided", b, k++),
+        exact_candidate<float, exact_form::sum, 512, 4, G, 2, 2>("512x4 mb2 acc2", b, k++),
+        exact_candidate<float, exact_form::sum, 512, 8, G, 1, 2, true, false>("512x8 mb1 acc2 strided", b, k++),
         exact_candidate<float, exact_form::sum, 512, 8, G, 1, 2>("512x8 mb1 acc2", b, k++),
+        exact_candidate<float, exact_form::sum, 256, 8, G, 2, 2>("256x8 mb2 acc2", b, k++),
     };
     gs.push_back(std::move(g));
   }
@@ -33,9 +35,9 @@ std::vector<group> exact_groups(const sweep_buffers& b) {
     fast.reference = true;
     g.candidates = {
         fast,
-        exact_candidate<double, exact_form::sum, 512, 8, G, 1, 2>("512x8 mb1 acc2", b, k++),
+        exact_candidate<double, exact_form::sum, 512, 4, G, 2, 2, true, false>("512x4 mb2 acc2 strided", b, k++),
         exact_candidate<double, exact_form::sum, 512, 4, G, 2, 2>("512x4 mb2 acc2", b, k++),
-        exact_candidate<double, exact_form::sum, 512, 8, G, 2, 1>("512x8 mb2 acc1", b, k++),
+        exact_candidate<double, exact_form::sum, 512, 8, G, 1, 2>("512x8 mb1 acc2", b, k++),
     };
     gs.push_back(std::move(g));
   }

@@ -109,19 +109,26 @@ candidate reduce_candidate(const char* label, const sweep_buffers& b, int slot) 
   return c;
 }
 
-// exact_kernel<T, op_exact<T, F, A>, B, U, H, MB> as a candidate.
-template <class T, core::exact_form F, int B, int U, core::load_hint H, int MB, int A>
+// exact_kernel<T, op_exact<T, F, A, GT>, B, U, H, MB> as a candidate (GT: the round's grid test
+// for narrow inputs, false: each element's own exactness test; DYN: the dynamic schedule where
+// the launcher's rule takes it (tuning.hpp, exact_dynamic), false: always the strided layout).
+template <class T, core::exact_form F, int B, int U, core::load_hint H, int MB, int A, bool GT = true, bool DYN = true>
 candidate exact_candidate(const char* label, const sweep_buffers& b, int slot) {
-  auto kernel = core::exact_kernel<T, core::op_exact<T, F, A>, B, U, H, MB>;
-  candidate c = describe(label, kernel, B, U, MB, A, H == core::load_hint::ldg, int(sizeof(T)),
+  using Op = core::op_exact<T, F, A, GT>;
+  auto strided = core::exact_kernel<T, Op, B, U, H, MB, false>;
+  auto dynamic = core::exact_kernel<T, Op, B, U, H, MB, true>;
+  candidate c = describe(label, strided, B, U, MB, A, H == core::load_hint::ldg, int(sizeof(T)),
                          F == core::exact_form::dot);
   c.heavy = true;
-  c.launch = [kernel, b, slot](cudaStream_t s, std::uint64_t n, unsigned blocks, int) {
+  c.launch = [strided, dynamic, b, slot](cudaStream_t s, std::uint64_t n, unsigned blocks, int) {
     core::exact_args<T> a{static_cast<const T*>(b.d_in), static_cast<const T*>(b.d_in2), n,
                           static_cast<char*>(b.d_out) + 64 * slot, static_cast<core::exact_acc*>(b.d_partials),
                           b.d_counter, b.d_exact, b.d_exact_used, nullptr};
+    const bool dyn = DYN && F != core::exact_form::dot &&
+                     core::exact_dynamic(core::shape{B, U, MB, A}, int(sizeof(T)), n, blocks, b.l2_bytes);
     void* args[] = {&a};
-    check(launch_with_pdl(reinterpret_cast<const void*>(kernel), args, blocks, B, s), "candidate launch");
+    check(launch_with_pdl(reinterpret_cast<const void*>(dyn ? dynamic : strided), args, blocks, B, s),
+          "candidate launch");
   };
   return c;
 }

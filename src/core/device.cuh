@@ -139,7 +139,7 @@ __device__ __forceinline__ typename Op::acc_type reduce_block_range(const T* __r
   // One round of UNROLL vectors of a one-input op, starting at vector j.
   auto fold_round_at = [&](const V (&v)[UNROLL], std::uint64_t j) {
     if constexpr (round_fold_v<Op>) {
-      Op::template fold_round<UNROLL, ACCS>(acc, v, [&](int u) { return d_vec + j + u * stride; });
+      Op::template fold_round<UNROLL, ACCS>(acc, v);
     } else {
 #pragma unroll
       for (int u = 0; u < UNROLL; ++u) acc[u % ACCS] = fold_at(acc[u % ACCS], v[u], v[u], j + u * stride);

@@ -1,11 +1,12 @@
 // The exactly rounded sum, mean and dot product in one launch (accuracy::exact).
 //
 // The exact sum is an op like any other (op_exact) and runs in the core's block loop
-// (reduce_block_range: the same loads, unrolling and head/tail handling as the fast sum). Its
-// accumulator is a two-term floating-point expansion (exact.cuh: one add and an exactness test
-// per f32/f16/bf16 element, TwoSum twice per f64 element); whatever does not fit is flushed into
-// the block's long fixed-point accumulator in shared memory (integer atomics: the order of the
-// adds does not matter). For ordinary data nothing is flushed at all.
+// (reduce_block_range: the same loads, unrolling and head/tail handling as the fast sum), or,
+// for inputs past the L2, in a dynamic schedule of chunks (exact_block_dynamic). Its accumulator
+// is a two-term floating-point expansion (exact.cuh: one add per f32/f16/bf16 element and one
+// bound per round of loads, exact_grid_round; TwoSum twice per f64 element); whatever does not
+// fit is flushed into the block's long fixed-point accumulator in shared memory (integer
+// atomics: the order of the adds does not matter). For ordinary data nothing is flushed at all.
 //
 // A block writes its merged expansion as its partial and, only if it flushed anything, adds its
 // normalised accumulator into a global one and says so in a flag. The last block merges every
@@ -15,7 +16,7 @@
 // (exact_warp.cuh). Either way the result is the exact sum rounded to nearest-even once: the same
 // bits for any grid, block size, GPU or order of the elements.
 //
-//   exact_kernel<float, exact_form::sum, 512, 4, ...>: {1e30f, 1.f, -1e30f} -> 1.f  (fast: 0.f)
+//   exact_kernel<float, op_exact<float, exact_form::sum>, 512, 8, ...>: {1e30f, 1.f, -1e30f} -> 1.f  (fast: 0.f)
 #pragma once
 
 #include <cstdint>
@@ -26,11 +27,15 @@
 
 namespace tally::core {
 
-// What a thread, a block and the grid carry: the expansion and the special values seen.
+// What a thread, a block and the grid carry: the expansion and the special values seen. grid:
+// inside a thread's loop over narrow inputs (f32/f16/bf16), a0 is an integer multiple of
+// 2^grid (exact_grid_of; kNoGrid when nothing constrains it); unused elsewhere.
 struct exact_acc {
   double a0, a1;
-  unsigned flags, pad;
+  unsigned flags;
+  int grid;
 };
+inline constexpr int kNoGrid = 127;
 
 template <class T>
 struct exact_args {
@@ -41,7 +46,8 @@ struct exact_args {
   exact_acc* d_partials;
   unsigned int* d_counter;  // zero between calls
   long long* d_acc;         // exact::kWords words, zero between calls
-  unsigned int* d_acc_used; // nonzero when a block added into d_acc; zero between calls
+  unsigned int* d_acc_used; // [0] nonzero when a block added into d_acc; [1] the dynamic
+                            // schedule's next chunk (exact_block_dynamic); both zero between calls
   long long* d_carry;       // chunked reductions: add the exact sum here instead of rounding it
 };
 
@@ -116,16 +122,88 @@ __device__ __forceinline__ bool exact_try_wide(exact_acc& a, double x) {
   return ok;
 }
 
+// The grid of a double: the largest g <= kNoGrid with v an integer multiple of 2^g (kNoGrid for
+// zero). Only after the general path (rare): the fast path keeps the grid itself.
+__device__ __forceinline__ int exact_grid_of(double v) {
+  const unsigned long long b = static_cast<unsigned long long>(__double_as_longlong(v)) & 0x7fffffffffffffffull;
+  if (b == 0) return kNoGrid;
+  const int e = static_cast<int>(b >> 52);
+  const unsigned long long m = (b & ((1ull << 52) - 1)) | (e != 0 ? 1ull << 52 : 0ull);
+  const int g = (e != 0 ? e : 1) - 1075 + (__ffsll(static_cast<long long>(m)) - 1);
+  return g < kNoGrid ? g : kNoGrid;
+}
+
+// After the general path, a0 holds a rounded sum whose last bit is its ulp: the grid test would
+// then allow the sum no growth out of its binade, and every later round of that thread would
+// take the general path (the slowest thread sets the kernel's time). So a0 keeps its top 24 bits
+// and the rest (exact: a0 - hi) moves into a1 (TwoSum; what a1 cannot hold is flushed), and the
+// grid is hi's, 29 bits coarser.
+static __device__ __noinline__ exact_acc exact_coarsen_call(exact_acc a) {
+  const double hi = __longlong_as_double(__double_as_longlong(a.a0) & ~((1ll << 29) - 1));
+  const double lo = __dsub_rn(a.a0, hi);  // exact: the low 29 bits of a0's significand
+  if (lo != 0.0 && hi != 0.0) {  // (hi == 0: a subnormal a0; never a0 = -0.0)
+    double e2;
+    a.a1 = exact::detail::two_sum(a.a1, lo, e2);
+    if (e2 != 0.0) exact_flush(e2);
+    a.a0 = hi;
+  }
+  a.grid = exact_grid_of(a.a0);
+  return a;
+}
+
+// The round test of narrow inputs (f32, f16 and bf16 values, as floats): every element of the
+// round is added to its accumulator's a0 with one f64 add, and one test per accumulator at the
+// end says whether every one of those adds was exact. The argument: a0 is a multiple of 2^g0 (its
+// grid) and every nonzero element x a multiple of 2^(E - 151), E the exponent field of 2b - 1
+// for x's bit pattern b (the sign shifted out; E - 151 is one or two below x's own last bit;
+// +0 and -0 map to all ones, so they constrain nothing);
+// with g the smallest of these, every partial sum is a multiple of 2^g, and if |a0| + m max|x|
+// (m elements; rounded up) is at most 2^(g + 53), each partial sum is a double, so each add
+// returned it exactly. NaN shows in a0 (a0 != a0), an infinity in max|x|. Per element: the f64
+// add and two integer/f32 operations instead of the add's two exactness subtractions and
+// compares in f64 (H100: 4 per element on the f64 pipe fewer). The grids become the smaller g.
+template <int U, int A, class V>
+__device__ __forceinline__ bool exact_grid_round(exact_acc (&acc)[A], const exact_acc (&keep)[A], const V (&v)[U]) {
+  constexpr int VN = V::size;
+  constexpr int kPerAcc = ((U + A - 1) / A) * VN;  // the most elements one accumulator takes
+  unsigned wmin = 0xffffffffu;
+  float amax = 0.0f;
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+#pragma unroll
+    for (int k = 0; k < VN; ++k) {
+      const float x = as_num(v[u].e[k]);
+      const unsigned b = __float_as_uint(x);
+      wmin = min(wmin, b + b - 1u);
+      amax = fmaxf(amax, fabsf(x));
+      acc[u % A].a0 = __dadd_rn(acc[u % A].a0, static_cast<double>(x));
+    }
+  const int round_grid = static_cast<int>(wmin >> 24) - 151;
+  bool ok = true;
+#pragma unroll
+  for (int j = 0; j < A; ++j) {
+    const int g = min(keep[j].grid, round_grid);
+    const double limit = __hiloint2double((g + 53 + 1023) << 20, 0);  // 2^(g + 53), g in [-151, 127]
+    const double reach = __dadd_ru(fabs(keep[j].a0), static_cast<double>(kPerAcc) * static_cast<double>(amax));
+    ok &= (reach <= limit) & (acc[j].a0 == acc[j].a0);
+    acc[j].grid = g;
+  }
+  return ok;
+}
+
 // The exact sum (or dot) as a core op. ACCS independent expansions per thread (the merge is
 // exact, so their number changes no bit of the result, only the speed).
 //
 // One-input sums fold a whole round of loads at once (fold_round): every element takes its fast
 // path speculatively and one test at the end of the round says whether all were exact; if not
 // (rare: an element whose bits reach below what the expansion holds, a special value, a sum
-// near the limit), the round is redone from the saved state with the general path in a rolled
-// loop that re-reads the round's elements. The loop body is then a few instructions per
-// element, one branch per round and no call, so loads can be scheduled across it.
-template <class T, exact_form F, int ACCS = 2>
+// near the limit), the round is redone from the saved state with the general path, one
+// out-of-line call per element. The loop body is then a few instructions per element and one
+// branch per round, so loads can be scheduled across it.
+//
+// GridTest (narrow inputs): the round's test is exact_grid_round's bound; false: each element's
+// own exactness test (exact_try_narrow), as before; kept for `tally bench tune` to compare.
+template <class T, exact_form F, int ACCS = 2, bool GridTest = true>
 struct op_exact {
   static constexpr exact_form form = F;
   using N = num_t<T>;
@@ -137,7 +215,8 @@ struct op_exact {
   using out_type = N;
   using elem_type = std::conditional_t<binary, pair_elem<T>, T>;
 
-  static __host__ __device__ acc_type identity() { return {0.0, 0.0, 0u, 0u}; }
+  static constexpr bool grid_test = GridTest && !wide;
+  static __host__ __device__ acc_type identity() { return {0.0, 0.0, 0u, kNoGrid}; }
   static __device__ __forceinline__ bool try_add(acc_type& a, double x) {
     if constexpr (wide) return exact_try_wide(a, x);
     else return exact_try_narrow(a, x);
@@ -186,28 +265,38 @@ struct op_exact {
     return a;
   }
   // A whole round of U vectors into the A accumulators (vector u into acc[u % A], as the core
-  // loop would); at(u) is vector u's address, for the fallback's re-read.
+  // loop would).
   static constexpr bool round_fold = !binary;
-  template <int U, int A, class V, class At>
-  static __device__ __forceinline__ void fold_round(acc_type (&acc)[A], const V (&v)[U], At at) {
+  template <int U, int A, class V>
+  static __device__ __forceinline__ void fold_round(acc_type (&acc)[A], const V (&v)[U]) {
     constexpr int VN = V::size;
     acc_type keep[A];
 #pragma unroll
     for (int j = 0; j < A; ++j) keep[j] = acc[j];
     bool ok = true;
+    if constexpr (grid_test) {
+      ok = exact_grid_round<U, A>(acc, keep, v);
+    } else {
 #pragma unroll
-    for (int u = 0; u < U; ++u)
+      for (int u = 0; u < U; ++u)
 #pragma unroll
-      for (int k = 0; k < VN; ++k) ok &= try_add(acc[u % A], static_cast<double>(as_num(v[u].e[k])));
+        for (int k = 0; k < VN; ++k) ok &= try_add(acc[u % A], static_cast<double>(as_num(v[u].e[k])));
+    }
     if (!ok) {
-      // Every element of the round into the first expansion: the exact sum does not care which.
+      // Every element of the round into the first expansion (the exact sum does not care which),
+      // from the registers, through the out-of-line general path: a re-read from memory here cost
+      // one load latency per element, and the slowest thread sets the kernel's time.
 #pragma unroll
       for (int j = 0; j < A; ++j) acc[j] = keep[j];
-#pragma unroll 1
-      for (int j = 0; j < U * VN; ++j) {
-        const T x = reinterpret_cast<const T*>(at(j / VN))[j % VN];
-        acc[0] = exact_add_general(acc[0], static_cast<double>(as_num(x)));
-      }
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int k = 0; k < VN; ++k) acc[0] = exact_add_general_call(acc[0], static_cast<double>(as_num(v[u].e[k])));
+      // Every accumulator: one whose own history failed the bound would fail every later round
+      // if it kept its grid (all of this round went into acc[0], not into it).
+      if constexpr (grid_test)
+#pragma unroll
+        for (int j = 0; j < A; ++j) acc[j] = exact_coarsen_call(acc[j]);
     }
   }
   // A shuffle tree in which only the lanes whose results count combine: a combine may flush into
@@ -299,7 +388,74 @@ __device__ __forceinline__ void exact_carry(const exact_acc& v, long long* d_car
   for (int k = lane; k < exact::kWords; k += 32) d_carry[k] = st.words[k];
 }
 
-template <class T, class Op, int BLOCK, int UNROLL, load_hint H, int MIN_BLOCKS>
+// The dynamic schedule of the one-input exact sum. With a fixed share per block (the core's
+// strided layout) the kernel lasts as long as its slowest block, and the exact sum's blocks do
+// not keep pace with one another the way the fast sum's do (ncu on the H100, f32 at 2^28: SMs
+// active 80% of the kernel's cycles): the body is cut into chunks of whole rounds, about 32 per
+// block, and each block takes the next chunk from a counter (the next index fetched while the
+// current chunk runs). Which block adds which element changes no bit of an exact sum. Inputs
+// too small for two chunks per block take chunks of one round in turn (block b: b, b + grid,
+// ...), without the counter. d_next is zero on entry; the kernel's last block resets it.
+template <class T, class Op, int BLOCK, int UNROLL, load_hint H, int ACCS>
+__device__ __forceinline__ exact_acc exact_block_dynamic(const T* __restrict__ d_in, std::uint64_t n,
+                                                         unsigned int* d_next) {
+  using V = vec16<T>;
+  constexpr int A = UNROLL < ACCS ? UNROLL : ACCS;
+  constexpr std::uint64_t kRound = std::uint64_t(BLOCK) * UNROLL;  // vectors per block round
+  constexpr std::uint64_t kChunksPerBlock = 32;
+  const split16 s = split_input(d_in, n);
+  const std::uint64_t rounds = s.nvec / kRound;
+  std::uint64_t per = rounds / (kChunksPerBlock * gridDim.x);
+  const bool dynamic = per > 0 || rounds >= 2ull * gridDim.x;
+  if (per == 0) per = 1;
+  const std::uint64_t chunks = rounds / per;
+
+  const V* __restrict__ d_vec = reinterpret_cast<const V*>(d_in + s.head);
+  exact_acc acc[A];
+#pragma unroll
+  for (int j = 0; j < A; ++j) acc[j] = Op::identity();
+  __shared__ unsigned int slot[2];
+  std::uint64_t c = blockIdx.x;
+  if (dynamic) {
+    if (threadIdx.x == 0) slot[0] = atomicAdd(d_next, 1u);
+    __syncthreads();
+    c = slot[0];
+  }
+  for (int parity = 1; c < chunks; parity ^= 1) {
+    // slot[parity] was last read before the barrier that ended the chunk before this one.
+    if (dynamic && threadIdx.x == 0) slot[parity] = atomicAdd(d_next, 1u);
+    const V* __restrict__ p = d_vec + c * per * kRound + threadIdx.x;
+#pragma unroll 1
+    for (std::uint64_t r = 0; r < per; ++r, p += kRound) {
+      V v[UNROLL];
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u) v[u] = load_vec<H>(p + u * BLOCK);
+      Op::template fold_round<UNROLL, A>(acc, v);
+    }
+    if (dynamic) {
+      __syncthreads();
+      c = slot[parity];
+    } else {
+      c += gridDim.x;
+    }
+  }
+  // The rounds after the last whole chunk and the last partial round: vector by vector over the
+  // grid (fewer than per + 1 rounds of one block).
+  for (std::uint64_t i = chunks * per * kRound + std::uint64_t(blockIdx.x) * BLOCK + threadIdx.x; i < s.nvec;
+       i += std::uint64_t(gridDim.x) * BLOCK)
+    acc[0] = fold_vec<Op>(acc[0], load_vec<H>(d_vec + i), s.head + i * V::size);
+  // Scalar head and tail (fewer than 16 elements each) go to the last block.
+  if (blockIdx.x == gridDim.x - 1) {
+    if (threadIdx.x < s.head) acc[0] = Op::combine(acc[0], transform_elem<Op>(d_in[threadIdx.x], threadIdx.x));
+    const std::uint64_t t = s.tail_begin + threadIdx.x;
+    if (t < n) acc[A - 1] = Op::combine(acc[A - 1], transform_elem<Op>(d_in[t], t));
+  }
+  return block_reduce<Op, BLOCK>(combine_all<Op, A>(acc));
+}
+
+// DYNAMIC: one-input sums take exact_block_dynamic (dot keeps the strided layout); the launcher
+// chooses it from the size (tuning.hpp, exact_dynamic).
+template <class T, class Op, int BLOCK, int UNROLL, load_hint H, int MIN_BLOCKS, bool DYNAMIC = false>
 __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) exact_kernel(exact_args<T> a) {
   using R = num_t<T>;
   constexpr exact_form F = Op::form;
@@ -311,10 +467,16 @@ __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) exact_kernel(exact_args<T> 
   pdl_wait();
   pdl_launch_dependents();
 
-  const exact_acc v = reduce_block_range<T, Op, BLOCK, UNROLL, H, layout::strided, ACCS>(
-      a.d_in, a.n, blockIdx.x, gridDim.x, a.d_in2);
+  constexpr bool kDynamic = DYNAMIC && round_fold_v<Op>;
+  unsigned int* const d_next = a.d_acc_used + 1;
+  exact_acc v;
+  if constexpr (kDynamic)
+    v = exact_block_dynamic<T, Op, BLOCK, UNROLL, H, ACCS>(a.d_in, a.n, d_next);
+  else
+    v = reduce_block_range<T, Op, BLOCK, UNROLL, H, layout::strided, ACCS>(a.d_in, a.n, blockIdx.x, gridDim.x, a.d_in2);
   const unsigned warp = threadIdx.x >> 5;
   if (gridDim.x == 1) {  // one block: no partials, no global accumulator
+    if (kDynamic && threadIdx.x == 0) *d_next = 0;
     if (warp == 0) {
       if (a.d_carry != nullptr) exact_carry(v, a.d_carry);
       else exact_finish<R, F>(v, a.n, a.d_out);
@@ -342,6 +504,7 @@ __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) exact_kernel(exact_args<T> 
   }
   __syncthreads();
   if (!is_last) return;
+  if (kDynamic && threadIdx.x == 0) *d_next = 0;  // every block has taken its last chunk
 
   // The last block: a clean accumulator (its own flushes are in the global one), every partial
   // merged, then the global accumulator if any block used it.

@@ -38,12 +38,12 @@ constexpr auto reduce_kernel_of() {
   static_assert(Tu::block >= kMinBlockThreads, "capture workspaces are sized for blocks this large");
   return reduce_kernel<T, Op, Tu::block, Tu::unroll, Tu::hint, Tu::split, min_blocks_of<T, Op, D>(), Tu::accs>;
 }
-// The exact kernel of (T, F) in shape D.
-template <class T, exact_form F, depth D>
+// The exact kernel of (T, F) in shape D, with the dynamic schedule or the strided layout.
+template <class T, exact_form F, depth D, bool Dynamic = false>
 constexpr auto exact_kernel_of() {
   using Tu = tuning<sizeof(T), family::exact, D>;
   static_assert(Tu::block >= kMinBlockThreads, "capture workspaces are sized for blocks this large");
-  return exact_kernel<T, op_exact<T, F, Tu::accs>, Tu::block, Tu::unroll, Tu::hint, Tu::min_blocks>;
+  return exact_kernel<T, op_exact<T, F, Tu::accs>, Tu::block, Tu::unroll, Tu::hint, Tu::min_blocks, Dynamic>;
 }
 
 // Blocks of kernel K of shape s that fit on one SM.
@@ -153,8 +153,11 @@ void launch_exact_shape(const void* d_in, std::uint64_t n, void* d_out, const la
   exact_args<T> args{static_cast<const T*>(d_in), static_cast<const T*>(c.d_in2), n, d_out,
                      static_cast<exact_acc*>(c.ws->d_partials), c.ws->d_counter, c.ws->d_exact,
                      c.ws->d_exact_used, c.d_carry};
-  check_cuda(launch_pdl(exact_kernel_of<T, F, D>(), args, blocks, Tu::block, c.stream),
-             "launching the exact reduce kernel (cudaLaunchKernelEx)");
+  // Dot keeps the strided layout; sums and means of many rounds per block take the dynamic one.
+  auto kernel = exact_kernel_of<T, F, D, false>();
+  if constexpr (F != exact_form::dot)
+    if (exact_dynamic(Tu::s, sizeof(T), n, blocks, c.dev->info.l2_bytes)) kernel = exact_kernel_of<T, F, D, true>();
+  check_cuda(launch_pdl(kernel, args, blocks, Tu::block, c.stream), "launching the exact reduce kernel (cudaLaunchKernelEx)");
 }
 
 template <class T, exact_form F>

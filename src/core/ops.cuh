@@ -223,7 +223,7 @@ using op_any = op_logical<T, false>;
 // max_accs:    at most this many accumulators per thread (register pressure).
 // reads_input: finalize(acc, d_in) (argmin/argmax re-read the winning element).
 // min_blocks:  __launch_bounds__ minimum resident blocks (caps the registers).
-// round_fold:  fold_round<U, A>(acc, v, at) folds a whole round of U loaded vectors (the exact
+// round_fold:  fold_round<U, A>(acc, v) folds a whole round of U loaded vectors (the exact
 //              sum: one exactness test per round).
 // heavy:       the fold costs more than the load (statistics, compensated and exact sums): the
 //              grid spreads such ops over more blocks at middle sizes (tuning.hpp, grid_for).

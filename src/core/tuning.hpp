@@ -67,11 +67,13 @@ constexpr shape compiled_shape(int elem_bytes, family f, depth d) {
       if (elem_bytes == 2) return deep ? shape{512, 8, 2, 8} : shape{512, 8, 1, 8};
       return deep ? shape{512, 8, 2, 8} : shape{1024, 4, 1, 8};
     case family::exact:
-      // Two expansions per thread; f32 512 x 4 fits two blocks per SM (62 registers, 64 KiB).
+      // Two expansions per thread. f32/f16/bf16 (the round's grid test, the dynamic schedule from
+      // 2^24 up): 512 x 8 at one block per SM (122 registers, 64 KiB) read at 94.0 / 98.1 / 99.3%
+      // of the fast sum at 2^26 / 2^28 / 2^30 on the H100, 512 x 4 at two blocks 81-95%.
       // f64: 512 x 4 at two blocks per SM beat 512 x 8 at one (2^28: 97.8% / 96.0% of the fast
       // sum on the H100 / H200, against 96.4% / 94.5%).
       if (elem_bytes == 8) return deep ? shape{512, 8, 2, 1} : shape{512, 4, 2, 2};
-      return deep ? shape{512, 8, 1, 2} : shape{512, 4, 1, 2};
+      return deep ? shape{512, 4, 2, 2} : shape{512, 8, 1, 2};
   }
   return {512, 4, 1, 8};
 }
@@ -96,6 +98,12 @@ inline constexpr int kSingleBlockRounds = 2;
 // 2^16 took 2.36 us, 64 at 2^18 2.48 us, 256 at 2^20 3.11 us; 1 or 8 vectors were slower).
 inline constexpr int kVectorsPerThread = 2;
 
+// The exact sum's dynamic schedule (device_exact.cuh, exact_block_dynamic) for inputs larger than
+// the L2 with at least this many whole block rounds per block of the grid; below, the strided
+// layout (f64 at 2^22, 32 MiB in the H100's L2: 17.2 us dynamic, 15.0 strided; f32 at 2^24,
+// 64 MiB: 31.8 dynamic, 39.1 strided).
+inline constexpr std::uint64_t kExactDynamicRoundsPerBlock = 2;
+
 // Elements one block consumes in one round of loads.
 constexpr std::uint64_t round_elements(const shape& s, int elem_bytes) {
   return std::uint64_t(s.block) * s.unroll * (16 / elem_bytes);
@@ -107,6 +115,12 @@ struct grid_policy {
   std::uint64_t full_grid_min_bytes = std::uint64_t(96) << 20;
   std::uint64_t full_grid_min_bytes_binary = std::uint64_t(8) << 20;  // two-input ops
 };
+
+// Whether a one-input exact sum of n elements on `blocks` blocks of shape s takes the dynamic
+// schedule (on a GPU with l2_bytes of L2).
+constexpr bool exact_dynamic(const shape& s, int elem_bytes, std::uint64_t n, unsigned blocks, std::uint64_t l2_bytes) {
+  return n * std::uint64_t(elem_bytes) > l2_bytes && n / round_elements(s, elem_bytes) >= kExactDynamicRoundsPerBlock * blocks;
+}
 
 // Blocks to launch for n elements (binary ops: n per input) of elem_bytes with shape s on `sms`
 // SMs fitting `per_sm` blocks each. Heavy ops (a fold that costs more than its load) are
