@@ -1001,6 +1001,38 @@ TEST(NumericsGpu, ExactSumRoundTestBoundsHalf) {
   run_exact_grid_bounds<bf16>();
 }
 
+// Past the L2 the exact sum takes its dynamic schedule (blocks take chunks of rounds from a
+// counter that the kernel's last block resets): inputs of 2^25 + 77 elements (128 MiB of f32,
+// past the H100's and the H200's L2) with exponents spread over 40 bits (many rounds take the
+// general path), a scalar head, called twice in a row (the counter must be back at zero) and as
+// a mean; f64 too. Against the exact reference, bit for bit.
+template <class T>
+void run_exact_dynamic() {
+  using R = acc_t<T>;
+  const dtype t = ref::dtype_of<T>();
+  const std::uint64_t n = (std::uint64_t(1) << 25) + 77;
+  auto h = mixed<T>(n, test_seed() + 4242, -20, 20);
+  const ref::exact_accumulator s = ref::exact_sum(h.data(), n);
+  const options ex = with_mode(accuracy::exact);
+  on_device<T> d(h, 1);
+  for (int call = 0; call < 2; ++call) {
+    TRACE("exact sum " << to_string(t) << " n=" << n << " call " << call);
+    ASSERT_TRUE(same_bits(reduce_value(d.get(), n, t, op::sum, nullptr, ex).f, rounded<R>(s)));
+  }
+  ASSERT_TRUE(same_bits(reduce_value(d.get(), n, t, op::mean, nullptr, ex).f, exact_mean<T>(s, n))) << "mean";
+  // A prefix that stays in the L2 (the strided layout) right after: the counter was reset.
+  const std::uint64_t m = 100003;
+  const ref::exact_accumulator sm = ref::exact_sum(h.data(), m);
+  ASSERT_TRUE(same_bits(reduce_value(d.get(), m, t, op::sum, nullptr, ex).f, rounded<R>(sm))) << "prefix";
+}
+
+TEST(NumericsGpu, ExactSumDynamicSchedule) {
+  TALLY_REQUIRE_GPU();
+  if (small_only()) GTEST_SKIP() << "large test skipped under TALLY_TEST_SMALL";
+  run_exact_dynamic<float>();
+  run_exact_dynamic<double>();
+}
+
 // Exact f32 (and bf16) sums round once to f32, not via f64: 1 + 2^-24 + 2^-80 -> 1 + 2^-23.
 TEST(NumericsGpu, ExactSumRoundsOnceNotTwice) {
   TALLY_REQUIRE_GPU();
