@@ -1001,16 +1001,16 @@ TEST(NumericsGpu, ExactSumRoundTestBoundsHalf) {
   run_exact_grid_bounds<bf16>();
 }
 
-// Past the L2 the exact sum takes its dynamic schedule (blocks take chunks of rounds from a
-// counter that the kernel's last block resets): inputs of 2^25 + 77 elements (128 MiB of f32,
-// past the H100's and the H200's L2) with exponents spread over 40 bits (many rounds take the
+// From eight times the L2 up the exact sum takes its dynamic schedule (blocks take chunks of
+// rounds from a counter that the kernel's last block resets): 512 MiB + 77 elements (past eight
+// times the H100's and the H200's L2) with exponents spread over 40 bits (many rounds take the
 // general path), a scalar head, called twice in a row (the counter must be back at zero) and as
 // a mean; f64 too. Against the exact reference, bit for bit.
 template <class T>
 void run_exact_dynamic() {
   using R = acc_t<T>;
   const dtype t = ref::dtype_of<T>();
-  const std::uint64_t n = (std::uint64_t(1) << 25) + 77;
+  const std::uint64_t n = (std::uint64_t(512) << 20) / sizeof(T) + 77;
   auto h = mixed<T>(n, test_seed() + 4242, -20, 20);
   const ref::exact_accumulator s = ref::exact_sum(h.data(), n);
   const options ex = with_mode(accuracy::exact);

@@ -118,19 +118,21 @@ TEST(PolicyCpu, ExplainSaysWhatItRead) {
 }  // namespace
 }  // namespace tally::test
 
-// The exact sum's schedule: dynamic only for inputs past the L2 with at least two whole block
-// rounds per block (tuning.hpp, exact_dynamic); the H100's shape and L2 (50 MiB).
-TEST(PolicyCpu, ExactSumIsDynamicPastTheL2) {
+// The exact sum's schedule: dynamic from eight times the L2 up (tuning.hpp, exact_dynamic); the
+// H100's L2 (50 MiB) and the H200's (60 MiB).
+TEST(PolicyCpu, ExactSumIsDynamicFromEightL2s) {
   using namespace tally::core;
-  const shape f32 = compiled_shape(4, family::exact, depth::base);
-  const shape f64 = compiled_shape(8, family::exact, depth::base);
-  const std::uint64_t l2 = std::uint64_t(50) << 20;
-  EXPECT_TRUE(exact_dynamic(f32, 4, std::uint64_t(1) << 24, 132, l2));   // 64 MiB
-  EXPECT_TRUE(exact_dynamic(f32, 4, std::uint64_t(1) << 30, 132, l2));
-  EXPECT_FALSE(exact_dynamic(f32, 4, std::uint64_t(1) << 22, 132, l2));  // 16 MiB, in L2
-  EXPECT_FALSE(exact_dynamic(f64, 8, std::uint64_t(1) << 22, 264, l2));  // 32 MiB, in L2
-  EXPECT_TRUE(exact_dynamic(f64, 8, std::uint64_t(1) << 24, 264, l2));
-  // Past the L2 but too few rounds for two per block (a GPU with a small L2 and many SMs).
-  EXPECT_FALSE(exact_dynamic(f32, 4, std::uint64_t(1) << 20, 132, std::uint64_t(1) << 20));
-  EXPECT_FALSE(exact_dynamic(f32, 4, 0, 1, l2));
+  const std::uint64_t h100 = std::uint64_t(50) << 20, h200 = std::uint64_t(60) << 20;
+  EXPECT_FALSE(exact_dynamic(4, std::uint64_t(1) << 24, h100));  // 64 MiB
+  EXPECT_FALSE(exact_dynamic(4, std::uint64_t(1) << 26, h100));  // 256 MiB
+  EXPECT_TRUE(exact_dynamic(4, std::uint64_t(1) << 27, h100));   // 512 MiB
+  EXPECT_TRUE(exact_dynamic(4, std::uint64_t(1) << 28, h200));
+  EXPECT_FALSE(exact_dynamic(4, std::uint64_t(1) << 26, h200));   // 256 MiB < 480
+  EXPECT_TRUE(exact_dynamic(4, (std::uint64_t(120) << 20) + 1, h200));  // just past 480 MiB
+  EXPECT_TRUE(exact_dynamic(8, std::uint64_t(1) << 26, h100));   // 512 MiB of f64
+  EXPECT_TRUE(exact_dynamic(2, std::uint64_t(1) << 28, h100));   // 512 MiB of f16
+  EXPECT_FALSE(exact_dynamic(4, 0, h100));
+  // The dynamic schedule's shape: one block per SM of 512 x 8 for narrow elements, f64's base.
+  EXPECT_EQ(exact_stream_shape(4).unroll, 8);
+  EXPECT_EQ(exact_stream_shape(8).block, compiled_shape(8, family::exact, depth::base).block);
 }

@@ -111,7 +111,7 @@ candidate reduce_candidate(const char* label, const sweep_buffers& b, int slot) 
 
 // exact_kernel<T, op_exact<T, F, A, GT>, B, U, H, MB> as a candidate (GT: the round's grid test
 // for narrow inputs, false: each element's own exactness test; DYN: the dynamic schedule where
-// the launcher's rule takes it (tuning.hpp, exact_dynamic), false: always the strided layout).
+// the launcher's size rule takes it (tuning.hpp, exact_dynamic), false: always the strided layout).
 template <class T, core::exact_form F, int B, int U, core::load_hint H, int MB, int A, bool GT = true, bool DYN = true>
 candidate exact_candidate(const char* label, const sweep_buffers& b, int slot) {
   using Op = core::op_exact<T, F, A, GT>;
@@ -125,7 +125,7 @@ candidate exact_candidate(const char* label, const sweep_buffers& b, int slot) {
                           static_cast<char*>(b.d_out) + 64 * slot, static_cast<core::exact_acc*>(b.d_partials),
                           b.d_counter, b.d_exact, b.d_exact_used, nullptr};
     const bool dyn = DYN && F != core::exact_form::dot &&
-                     core::exact_dynamic(core::shape{B, U, MB, A}, int(sizeof(T)), n, blocks, b.l2_bytes);
+                     core::exact_dynamic(int(sizeof(T)), n, b.l2_bytes);
     void* args[] = {&a};
     check(launch_with_pdl(reinterpret_cast<const void*>(dyn ? dynamic : strided), args, blocks, B, s),
           "candidate launch");

@@ -2,7 +2,7 @@
 //
 // The exact sum is an op like any other (op_exact) and runs in the core's block loop
 // (reduce_block_range: the same loads, unrolling and head/tail handling as the fast sum), or,
-// for inputs past the L2, in a dynamic schedule of chunks (exact_block_dynamic). Its accumulator
+// from eight times the L2 up, in a dynamic schedule of chunks (exact_block_dynamic). Its accumulator
 // is a two-term floating-point expansion (exact.cuh: one add per f32/f16/bf16 element and one
 // bound per round of loads, exact_grid_round; TwoSum twice per f64 element); whatever does not
 // fit is flushed into the block's long fixed-point accumulator in shared memory (integer
@@ -393,7 +393,8 @@ __device__ __forceinline__ void exact_carry(const exact_acc& v, long long* d_car
 // not keep pace with one another the way the fast sum's do (ncu on the H100, f32 at 2^28: SMs
 // active 80% of the kernel's cycles): the body is cut into chunks of whole rounds, about 32 per
 // block, and each block takes the next chunk from a counter (the next index fetched while the
-// current chunk runs). Which block adds which element changes no bit of an exact sum. Inputs
+// current chunk runs). Which block adds which element changes no bit of an exact sum. The
+// launcher takes it from eight times the L2 up (tuning.hpp, exact_dynamic). Inputs
 // too small for two chunks per block take chunks of one round in turn (block b: b, b + grid,
 // ...), without the counter. d_next is zero on entry; the kernel's last block resets it.
 template <class T, class Op, int BLOCK, int UNROLL, load_hint H, int ACCS>

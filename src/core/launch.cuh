@@ -38,12 +38,21 @@ constexpr auto reduce_kernel_of() {
   static_assert(Tu::block >= kMinBlockThreads, "capture workspaces are sized for blocks this large");
   return reduce_kernel<T, Op, Tu::block, Tu::unroll, Tu::hint, Tu::split, min_blocks_of<T, Op, D>(), Tu::accs>;
 }
-// The exact kernel of (T, F) in shape D, with the dynamic schedule or the strided layout.
-template <class T, exact_form F, depth D, bool Dynamic = false>
+// The exact kernel of (T, F) in shape D (the strided layout; narrow inputs with each add's own
+// exactness test).
+template <class T, exact_form F, depth D>
 constexpr auto exact_kernel_of() {
   using Tu = tuning<sizeof(T), family::exact, D>;
   static_assert(Tu::block >= kMinBlockThreads, "capture workspaces are sized for blocks this large");
-  return exact_kernel<T, op_exact<T, F, Tu::accs>, Tu::block, Tu::unroll, Tu::hint, Tu::min_blocks, Dynamic>;
+  return exact_kernel<T, op_exact<T, F, Tu::accs, false>, Tu::block, Tu::unroll, Tu::hint, Tu::min_blocks>;
+}
+// The exact sum's kernel for the dynamic schedule (exact_stream_shape; narrow inputs with the
+// round's grid test).
+template <class T, exact_form F>
+constexpr auto exact_stream_kernel_of() {
+  constexpr shape s = exact_stream_shape(sizeof(T));
+  static_assert(s.block >= kMinBlockThreads, "capture workspaces are sized for blocks this large");
+  return exact_kernel<T, op_exact<T, F, s.accs, true>, s.block, s.unroll, load_hint::ldg, s.min_blocks, true>;
 }
 
 // Blocks of kernel K of shape s that fit on one SM.
@@ -153,15 +162,38 @@ void launch_exact_shape(const void* d_in, std::uint64_t n, void* d_out, const la
   exact_args<T> args{static_cast<const T*>(d_in), static_cast<const T*>(c.d_in2), n, d_out,
                      static_cast<exact_acc*>(c.ws->d_partials), c.ws->d_counter, c.ws->d_exact,
                      c.ws->d_exact_used, c.d_carry};
-  // Dot keeps the strided layout; sums and means of many rounds per block take the dynamic one.
-  auto kernel = exact_kernel_of<T, F, D, false>();
-  if constexpr (F != exact_form::dot)
-    if (exact_dynamic(Tu::s, sizeof(T), n, blocks, c.dev->info.l2_bytes)) kernel = exact_kernel_of<T, F, D, true>();
-  check_cuda(launch_pdl(kernel, args, blocks, Tu::block, c.stream), "launching the exact reduce kernel (cudaLaunchKernelEx)");
+  check_cuda(launch_pdl(exact_kernel_of<T, F, D>(), args, blocks, Tu::block, c.stream),
+             "launching the exact reduce kernel (cudaLaunchKernelEx)");
+}
+
+// The dynamic schedule (sums and means from kExactDynamicL2Multiple x the L2 up): its own shape,
+// the full resident grid.
+template <class T, exact_form F>
+void launch_exact_dynamic(const void* d_in, std::uint64_t n, void* d_out, const launch_ctx& c) {
+  constexpr shape s = exact_stream_shape(sizeof(T));
+  static std::atomic<int> per_sm_cache[64] = {};
+  int per_sm = per_sm_cache[c.dev->ordinal & 63].load(std::memory_order_relaxed);
+  if (per_sm == 0) {
+    per_sm = occupancy_of(exact_stream_kernel_of<T, F>(), s);
+    per_sm_cache[c.dev->ordinal & 63].store(per_sm, std::memory_order_relaxed);
+  }
+  const unsigned int blocks = plan_grid(s, sizeof(T), n, false, true, depth::base, per_sm, c);
+  if (c.dry_run) return;
+  exact_args<T> args{static_cast<const T*>(d_in), nullptr, n, d_out,
+                     static_cast<exact_acc*>(c.ws->d_partials), c.ws->d_counter, c.ws->d_exact,
+                     c.ws->d_exact_used, c.d_carry};
+  check_cuda(launch_pdl(exact_stream_kernel_of<T, F>(), args, blocks, s.block, c.stream),
+             "launching the exact reduce kernel (cudaLaunchKernelEx)");
 }
 
 template <class T, exact_form F>
 void launch_exact(const void* d_in, std::uint64_t n, void* d_out, const launch_ctx& c) {
+  if constexpr (F != exact_form::dot) {
+    if (exact_dynamic(sizeof(T), n, c.dev->info.l2_bytes)) {
+      launch_exact_dynamic<T, F>(d_in, n, d_out, c);
+      return;
+    }
+  }
   static std::atomic<int> chosen[64] = {};
   const launch_choice ch = choose_shape(chosen, exact_kernel_of<T, F, depth::base>(), exact_kernel_of<T, F, depth::deep>(),
                                         family::exact, sizeof(T), F == exact_form::dot, 0, c);

@@ -67,13 +67,13 @@ constexpr shape compiled_shape(int elem_bytes, family f, depth d) {
       if (elem_bytes == 2) return deep ? shape{512, 8, 2, 8} : shape{512, 8, 1, 8};
       return deep ? shape{512, 8, 2, 8} : shape{1024, 4, 1, 8};
     case family::exact:
-      // Two expansions per thread. f32/f16/bf16 (the round's grid test, the dynamic schedule from
-      // 2^24 up): 512 x 8 at one block per SM (122 registers, 64 KiB) read at 94.0 / 98.1 / 99.3%
-      // of the fast sum at 2^26 / 2^28 / 2^30 on the H100, 512 x 4 at two blocks 81-95%.
+      // The strided layout (below exact_dynamic's size; exact_stream_shape above it). Two
+      // expansions per thread; f32 512 x 4 at two blocks per SM (64 registers, 64 KiB): at 2^24
+      // 29.4 us against 31.8 for 512 x 8 at one block in the dynamic schedule (H100).
       // f64: 512 x 4 at two blocks per SM beat 512 x 8 at one (2^28: 97.8% / 96.0% of the fast
       // sum on the H100 / H200, against 96.4% / 94.5%).
       if (elem_bytes == 8) return deep ? shape{512, 8, 2, 1} : shape{512, 4, 2, 2};
-      return deep ? shape{512, 4, 2, 2} : shape{512, 8, 1, 2};
+      return deep ? shape{512, 8, 1, 2} : shape{512, 4, 2, 2};
   }
   return {512, 4, 1, 8};
 }
@@ -98,11 +98,11 @@ inline constexpr int kSingleBlockRounds = 2;
 // 2^16 took 2.36 us, 64 at 2^18 2.48 us, 256 at 2^20 3.11 us; 1 or 8 vectors were slower).
 inline constexpr int kVectorsPerThread = 2;
 
-// The exact sum's dynamic schedule (device_exact.cuh, exact_block_dynamic) for inputs larger than
-// the L2 with at least this many whole block rounds per block of the grid; below, the strided
-// layout (f64 at 2^22, 32 MiB in the H100's L2: 17.2 us dynamic, 15.0 strided; f32 at 2^24,
-// 64 MiB: 31.8 dynamic, 39.1 strided).
-inline constexpr std::uint64_t kExactDynamicRoundsPerBlock = 2;
+// The exact sum's dynamic schedule (device_exact.cuh, exact_block_dynamic) from this multiple of
+// the L2 up; below, the strided layout. Graph replay, the dynamic schedule against the strided
+// one: f32 at 2^26 (256 MiB) 94.0 against 94.4 us on the H100 (50 MiB L2), 69.4 against 67.5 on
+// the H200 (60 MiB); at 2^28 347.6 against 387.3 and 246.8 against 281.5.
+inline constexpr std::uint64_t kExactDynamicL2Multiple = 8;
 
 // Elements one block consumes in one round of loads.
 constexpr std::uint64_t round_elements(const shape& s, int elem_bytes) {
@@ -116,10 +116,18 @@ struct grid_policy {
   std::uint64_t full_grid_min_bytes_binary = std::uint64_t(8) << 20;  // two-input ops
 };
 
-// Whether a one-input exact sum of n elements on `blocks` blocks of shape s takes the dynamic
-// schedule (on a GPU with l2_bytes of L2).
-constexpr bool exact_dynamic(const shape& s, int elem_bytes, std::uint64_t n, unsigned blocks, std::uint64_t l2_bytes) {
-  return n * std::uint64_t(elem_bytes) > l2_bytes && n / round_elements(s, elem_bytes) >= kExactDynamicRoundsPerBlock * blocks;
+// Whether a one-input exact sum of n elements takes the dynamic schedule on a GPU with l2_bytes
+// of L2.
+constexpr bool exact_dynamic(int elem_bytes, std::uint64_t n, std::uint64_t l2_bytes) {
+  return n > 0 && n * std::uint64_t(elem_bytes) >= kExactDynamicL2Multiple * l2_bytes;
+}
+// The dynamic schedule's shape: f32/f16/bf16 (the round's grid test) 512 x 8 at one block per SM
+// (122 registers, 64 KiB in flight): 94.0 / 99.8 / 100.6% of the fast sum at 2^26 / 2^28 / 2^30
+// on the H100, 89.6 / 97.0 / 99.5% on the H200 (512 x 4 at two blocks spills at 64 registers:
+// 81.5 / 91.7 / 93.4%). f64: its strided base shape (98.1 / 99.6 / 100.6% on the H100 at 2^26 /
+// 2^28 / 2^29, strided 95.4 / 98.4 / 99.0).
+constexpr shape exact_stream_shape(int elem_bytes) {
+  return elem_bytes == 8 ? shape{512, 4, 2, 2} : shape{512, 8, 1, 2};
 }
 
 // Blocks to launch for n elements (binary ops: n per input) of elem_bytes with shape s on `sms`
