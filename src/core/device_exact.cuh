@@ -201,9 +201,10 @@ __device__ __forceinline__ bool exact_grid_round(exact_acc (&acc)[A], const exac
 // out-of-line call per element. The loop body is then a few instructions per element and one
 // branch per round, so loads can be scheduled across it.
 //
-// GridTest (narrow inputs): the round's test is exact_grid_round's bound; false: each element's
-// own exactness test (exact_try_narrow), as before; kept for `tally bench tune` to compare.
-template <class T, exact_form F, int ACCS = 2, bool GridTest = true>
+// GridTest (narrow inputs): the round's test is exact_grid_round's bound (the dynamic schedule's
+// kernel, launch.cuh); false: each element's own exactness test (exact_try_narrow), which the
+// strided kernel and the segmented layer use (it measured as fast or faster there).
+template <class T, exact_form F, int ACCS = 2, bool GridTest = false>
 struct op_exact {
   static constexpr exact_form form = F;
   using N = num_t<T>;
