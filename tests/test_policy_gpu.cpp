@@ -5,9 +5,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
 
 #include "core/context.hpp"
 #include "core/policy.hpp"
+#include "core/tuning.hpp"
 #include "support.hpp"
 
 namespace tally::test {
@@ -125,6 +127,36 @@ TEST(PolicyGpu, BothShapesAgreeDot) {
     for (int depth : {0, 1}) EXPECT_LE(std::fabs(fast[depth].f - ref), 1e-5L * mag + 1e-30L) << "n=" << n;
     EXPECT_TRUE(exact[0] == exact[1]) << "n=" << n;
     EXPECT_LE(std::fabs(exact[0].f - ref), std::fabs(ref) * 1.2e-7L + 1e-30L) << "n=" << n;
+  }
+}
+
+// `tally bench tune`'s table of choices, from the launchers' dry runs: every example names a
+// family and a compiled shape that fits; the exact sum at 2^28 (past eight times the L2 of any
+// GPU with less than 128 MiB of it) describes the dynamic schedule's one shape, at 2^24 the
+// strided kernel's two (the dry run of the dynamic launcher once described nothing).
+TEST(PolicyGpu, ChoicesDescribeEveryExample) {
+  TALLY_REQUIRE_GPU();
+  const auto choices = core::policy_choices();
+  ASSERT_EQ(choices.size(), 15u);
+  const std::uint64_t l2 = core::current_context().info.l2_bytes;
+  for (const core::family_choice& c : choices) {
+    SCOPED_TRACE(c.example);
+    EXPECT_FALSE(c.family.empty());
+    EXPECT_GE(c.base.block, 32);
+    EXPECT_GE(c.base_per_sm, 1);
+    EXPECT_GT(c.base_regs, 0);
+    EXPECT_FALSE(c.why.empty());
+    const bool dynamic = c.deep.block == 0;
+    if (c.example.rfind("exact sum", 0) == 0) {
+      EXPECT_EQ(c.family, "exact");
+      const bool big = c.example.find("2^24") == std::string::npos;
+      const std::uint64_t bytes = (std::uint64_t(4) << (big ? 28 : 24)) * (c.example.find("f64") != std::string::npos ? 2 : 1);
+      EXPECT_EQ(dynamic, core::exact_dynamic(1, bytes, l2));
+      EXPECT_EQ(dynamic, c.why.find("dynamic schedule") != std::string::npos);
+    } else {
+      EXPECT_FALSE(dynamic);
+      EXPECT_GE(c.deep_per_sm, 1);
+    }
   }
 }
 

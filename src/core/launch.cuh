@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 #include "context.hpp"
@@ -178,6 +179,20 @@ void launch_exact_dynamic(const void* d_in, std::uint64_t n, void* d_out, const 
     per_sm_cache[c.dev->ordinal & 63].store(per_sm, std::memory_order_relaxed);
   }
   const unsigned int blocks = plan_grid(s, sizeof(T), n, false, true, depth::base, per_sm, c);
+  if (c.describe) {  // one shape, reported as base (deep: none)
+    family_choice& fc = *c.describe;
+    fc.family = to_string(family::exact);
+    fc.base = s;
+    fc.deep = shape{0, 0, 0, 0};
+    fc.base_per_sm = per_sm;
+    cudaFuncAttributes at{};
+    check_cuda(cudaFuncGetAttributes(&at, exact_stream_kernel_of<T, F>()), "cudaFuncGetAttributes");
+    fc.base_regs = at.numRegs;
+    fc.chosen = depth::base;
+    fc.why = "dynamic schedule: " + std::to_string((n * sizeof(T)) >> 20) + " MiB >= " +
+             std::to_string(kExactDynamicL2Multiple) + " x L2 (" + std::to_string(c.dev->info.l2_bytes >> 20) +
+             " MiB); its own shape";
+  }
   if (c.dry_run) return;
   exact_args<T> args{static_cast<const T*>(d_in), nullptr, n, d_out,
                      static_cast<exact_acc*>(c.ws->d_partials), c.ws->d_counter, c.ws->d_exact,

@@ -848,7 +848,17 @@ struct op_stats {
     if constexpr (flag) h.nan = a.nan;
     h = block_reduce_generic<head_op, BLOCK, true>(h);
     __shared__ double mu_shared;
-    if (threadIdx.x == 0) mu_shared = h.n > 0 ? h.sum / h.n : 0.0;
+    if (threadIdx.x == 0) {
+      // h.sum / h.n within an ulp or two (an approximate reciprocal and two Newton steps; the
+      // IEEE division is a few times longer, on the critical path of every block).
+      double inv = 0.0;
+      if (h.n > 0) {
+        inv = rcp_approx(h.n);
+        inv = fma_rn(inv, fma_rn(-h.n, inv, 1.0), inv);
+        inv = fma_rn(inv, fma_rn(-h.n, inv, 1.0), inv);
+      }
+      mu_shared = h.sum * inv;
+    }
     __syncthreads();
     const double mu = mu_shared;
     double m2 = 0.0;
@@ -883,7 +893,9 @@ struct op_stats {
     o.min = nan ? qnan : static_cast<double>(a.mn);
     o.max = nan ? qnan : static_cast<double>(a.mx);
     o.mean = a.sum / a.n;
-    const double m2 = a.s2 - a.s1 * (a.s1 / a.n);
+    // block_reduce leaves s1 = 0, and a division of zero takes the IEEE division's slow path
+    // (a call, on the last block's critical path).
+    const double m2 = a.s1 == 0.0 ? a.s2 : a.s2 - a.s1 * (a.s1 / a.n);
     o.m2 = m2 < 0 ? 0.0 : m2;  // NaN stays NaN
     return o;
   }
