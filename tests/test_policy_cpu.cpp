@@ -101,6 +101,7 @@ TEST(PolicyCpu, MeasuredEntriesNameTheirRun) {
     EXPECT_GT(e.sm_count, 0);
     EXPECT_GT(std::strlen(e.run), 10u);
     EXPECT_GT(std::strlen(e.measured), 10u);
+    EXPECT_GT(std::strlen(e.dynamic_measured), 10u);
     const auto p = make_policy(facts(e.name, e.sm_count, 50 * MiB, 3000.0));
     EXPECT_EQ(p.entry, &e);
   }
@@ -120,6 +121,50 @@ TEST(PolicyCpu, ExplainSaysWhatItRead) {
 
 // The exact sum's schedule: dynamic from eight times the L2 up (tuning.hpp, exact_dynamic); the
 // H100's L2 (50 MiB) and the H200's (60 MiB).
+// The fast ops' dynamic schedule: from eight L2s of bytes read up; chunks of one round while their
+// partials fit kChunkPartialBytes, never more chunks than that, every vector in some chunk.
+TEST(PolicyCpu, DynamicScheduleFromEightL2s) {
+  using namespace tally::core;
+  const std::uint64_t h100 = std::uint64_t(50) << 20, h200 = std::uint64_t(60) << 20;
+  EXPECT_FALSE(dynamic_schedule(std::uint64_t(256) << 20, h100));
+  EXPECT_TRUE(dynamic_schedule(std::uint64_t(400) << 20, h100));
+  EXPECT_FALSE(dynamic_schedule(std::uint64_t(400) << 20, h200));
+  EXPECT_TRUE(dynamic_schedule(std::uint64_t(1) << 30, h200));
+  EXPECT_FALSE(dynamic_schedule(0, h100));
+  EXPECT_EQ(dynamic_shape(4, family::plain).unroll, 16);
+  // On where a measured entry says so (the H100), off on the H200 and on GPUs nobody measured;
+  // force_dynamic overrides both ways.
+  const device_policy p100 = make_policy(device_facts{"NVIDIA H100 80GB HBM3", 132, 9, 0, h100, 3352.3});
+  const device_policy p200 = make_policy(device_facts{"NVIDIA H200", 132, 9, 0, h200, 4814.3});
+  const device_policy other = make_policy(device_facts{"Some GPU", 148, 10, 0, std::uint64_t(126) << 20, 8000});
+  EXPECT_TRUE(uses_dynamic(p100, std::uint64_t(1) << 30));
+  EXPECT_FALSE(uses_dynamic(p100, std::uint64_t(256) << 20));
+  EXPECT_FALSE(uses_dynamic(p200, std::uint64_t(1) << 30));
+  EXPECT_FALSE(uses_dynamic(other, std::uint64_t(4) << 30));
+  force_dynamic(1);  // at every size
+  EXPECT_TRUE(uses_dynamic(p200, std::uint64_t(1) << 30));
+  EXPECT_TRUE(uses_dynamic(p200, 4096));
+  force_dynamic(0);
+  EXPECT_FALSE(uses_dynamic(p100, std::uint64_t(1) << 30));
+  force_dynamic(-1);
+  EXPECT_TRUE(uses_dynamic(p100, std::uint64_t(1) << 30));
+  const std::uint64_t round = 512 * 16;
+  EXPECT_EQ(dynamic_chunks(1, round, 4), 1u);
+  EXPECT_EQ(dynamic_chunks(round, round, 4), 1u);
+  EXPECT_EQ(dynamic_chunks(round + 1, round, 4), 2u);
+  EXPECT_EQ(dynamic_chunks(std::uint64_t(1) << 26, round, 4), 8192u);  // f32 2^28: 128 KiB chunks
+  for (std::uint64_t acc : {4, 8, 16, 24, 32, 64})
+    for (std::uint64_t nvec : {std::uint64_t(1) << 20, (std::uint64_t(1) << 28) + 5, (std::uint64_t(1) << 33) + 77}) {
+      const std::uint64_t chunks = dynamic_chunks(nvec, round, acc);
+      SCOPED_TRACE(testing::Message() << "acc " << acc << " nvec " << nvec);
+      EXPECT_LE(chunks * acc, kChunkPartialBytes);
+      // The kernel's range per chunk: ceil(nvec / chunks) rounded up to whole rounds.
+      const std::uint64_t per = ((nvec + chunks - 1) / chunks + round - 1) / round * round;
+      EXPECT_GE(per * chunks, nvec);
+      EXPECT_LT(per * (chunks - 1), nvec) << "the last chunk holds something";
+    }
+}
+
 TEST(PolicyCpu, ExactSumIsDynamicFromEightL2s) {
   using namespace tally::core;
   const std::uint64_t h100 = std::uint64_t(50) << 20, h200 = std::uint64_t(60) << 20;

@@ -3,6 +3,7 @@
 // and against the other.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -134,10 +135,122 @@ TEST(PolicyGpu, BothShapesAgreeDot) {
 // family and a compiled shape that fits; the exact sum at 2^28 (past eight times the L2 of any
 // GPU with less than 128 MiB of it) describes the dynamic schedule's one shape, at 2^24 the
 // strided kernel's two (the dry run of the dynamic launcher once described nothing).
+// From eight L2s of bytes read up, the fast ops take the dynamic schedule (a resident grid takes
+// chunks of whole rounds from a counter; each chunk's partial in its own slot, combined in chunk
+// order). Small integers (float sums exact), one element off 16 bytes (a scalar head and tail);
+// the maximum and the minimum twice, in different chunks (first index wins); called twice in a
+// row (the counter is back at zero); random floats bitwise the same in a second call and in a
+// captured graph; a small call right after.
+struct dynamic_guard {
+  explicit dynamic_guard(int d) { core::force_dynamic(d); }
+  ~dynamic_guard() { core::force_dynamic(-1); }
+};
+
+template <class T>
+void check_dynamic(dtype t, std::uint64_t n) {
+  auto h = small_ints<T>(n, test_seed() + 77);
+  const std::uint64_t i_min = n / 7, i_max = n / 3, i_max2 = n / 2 + 1, i_min2 = n - 1;
+  h[i_max] = h[i_max2] = T(1000);
+  h[i_min] = h[i_min2] = T(-1000);
+  long long want = 0;
+  for (const T& x : h) want += static_cast<long long>(x);
+  device_buffer d(n * sizeof(T) + 16);
+  d.upload(h.data(), n * sizeof(T), sizeof(T));
+  const void* p = static_cast<const char*>(d.get()) + sizeof(T);
+  for (int call = 0; call < 2; ++call) {
+    SCOPED_TRACE(testing::Message() << to_string(t) << " n " << n << " call " << call);
+    const value s = reduce_value(p, n, t, op::sum);
+    EXPECT_TRUE(core::last_launch().dynamic) << "the dynamic schedule was used";
+    if constexpr (std::is_floating_point_v<T>) EXPECT_EQ(s.f, static_cast<double>(want));
+    else EXPECT_EQ(s.i, want);
+    EXPECT_EQ(reduce_value(p, n, t, op::argmax).index, static_cast<std::int64_t>(i_max));
+    EXPECT_EQ(reduce_value(p, n, t, op::argmin).index, static_cast<std::int64_t>(i_min));
+    const value mx = reduce_value(p, n, t, op::max);
+    if constexpr (std::is_floating_point_v<T>) EXPECT_EQ(mx.f, 1000.0);
+    else EXPECT_EQ(mx.i, 1000);
+  }
+  const stats st = stats_value(p, n, t);
+  EXPECT_EQ(st.count, n);
+  EXPECT_EQ(st.sum, static_cast<double>(want));
+  EXPECT_NEAR(st.mean, static_cast<double>(want) / static_cast<double>(n), 1e-9);
+  double m2 = 0;
+  const double mean = static_cast<double>(want) / static_cast<double>(n);
+  for (const T& x : h) m2 += (static_cast<double>(x) - mean) * (static_cast<double>(x) - mean);
+  EXPECT_NEAR(st.m2, m2, 1e-9 * m2);
+  // A shorter call right after.
+  const std::uint64_t m = std::min<std::uint64_t>(n, 1000);
+  long long small = 0;
+  for (std::uint64_t i = 0; i < m; ++i) small += static_cast<long long>(h[i]);
+  const value v = reduce_value(p, m, t, op::sum);
+  if constexpr (std::is_floating_point_v<T>) EXPECT_EQ(v.f, static_cast<double>(small));
+  else EXPECT_EQ(v.i, small);
+}
+
+// The dynamic kernel at small sizes (forced: a chunk is 128 KiB, so 2^20 + 77 f32 is nine chunks
+// with a partial last one), where the sanitizers run it.
+TEST(PolicyGpu, DynamicScheduleSmallSizes) {
+  TALLY_REQUIRE_GPU();
+  dynamic_guard on(1);
+  for (std::uint64_t n : {std::uint64_t(10), std::uint64_t(70001), (std::uint64_t(1) << 20) + 77}) {
+    check_dynamic<float>(dtype::f32, n);
+    check_dynamic<double>(dtype::f64, n);
+    check_dynamic<std::int32_t>(dtype::i32, n);
+  }
+}
+
+TEST(PolicyGpu, DynamicScheduleIsRightAndRepeatable) {
+  TALLY_REQUIRE_GPU();
+  if (small_only()) GTEST_SKIP() << "large test skipped under TALLY_TEST_SMALL";
+  dynamic_guard on(1);  // whether or not this GPU's policy takes it
+  const std::uint64_t bytes = core::kDynamicL2Multiple * core::current_context().info.l2_bytes + 4099;
+  check_dynamic<float>(dtype::f32, bytes / 4);
+  check_dynamic<double>(dtype::f64, bytes / 8);
+  check_dynamic<std::int32_t>(dtype::i32, bytes / 4);
+
+  // Random floats: the same bits twice, and in a captured graph on another stream.
+  const std::uint64_t n = bytes / 4;
+  const auto h = random_vector<float>(n, test_seed() + 78, -1.0, 1.0);
+  double sum_ref = 0, abs_ref = 0;
+  for (float x : h) sum_ref += x, abs_ref += std::fabs(x);
+  device_buffer d = to_device(h), out(8);
+  const value a = reduce_value(d.get(), n, dtype::f32, op::sum), b = reduce_value(d.get(), n, dtype::f32, op::sum);
+  EXPECT_EQ(a.f, b.f);
+  EXPECT_NEAR(a.f, sum_ref, 1e-5 * abs_ref);
+  cudaStream_t st = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t ex = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  reduce(d.get(), n, dtype::f32, op::sum, out.get(), st);
+  ASSERT_EQ(cudaStreamEndCapture(st, &g), cudaSuccess);
+  ASSERT_EQ(cudaGraphInstantiate(&ex, g, 0), cudaSuccess);
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_EQ(cudaGraphLaunch(ex, st), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+    float got = 0;
+    out.download(&got, 4);
+    EXPECT_EQ(static_cast<double>(got), a.f) << "replay " << r;
+  }
+  cudaGraphExecDestroy(ex);
+  cudaGraphDestroy(g);
+  cudaStreamDestroy(st);
+
+  // dot: two inputs, eight L2s of bytes between them.
+  const std::uint64_t m = bytes / 8;
+  const auto x = small_ints<float>(m, test_seed() + 79), y = small_ints<float>(m, test_seed() + 80);
+  double dot_ref = 0, dot_abs = 0;
+  for (std::uint64_t i = 0; i < m; ++i) dot_ref += double(x[i]) * y[i], dot_abs += std::fabs(double(x[i]) * y[i]);
+  device_buffer dx = to_device(x), dy = to_device(y);
+  const value dv = dot_value(dx.get(), dy.get(), m, dtype::f32);
+  EXPECT_TRUE(core::last_launch().dynamic);
+  EXPECT_NEAR(dv.f, dot_ref, 1e-5 * dot_abs);
+  EXPECT_EQ(dot_value(dx.get(), dy.get(), m, dtype::f32).f, dv.f);
+}
+
 TEST(PolicyGpu, ChoicesDescribeEveryExample) {
   TALLY_REQUIRE_GPU();
   const auto choices = core::policy_choices();
-  ASSERT_EQ(choices.size(), 15u);
+  ASSERT_EQ(choices.size(), 19u);
   const std::uint64_t l2 = core::current_context().info.l2_bytes;
   for (const core::family_choice& c : choices) {
     SCOPED_TRACE(c.example);
@@ -146,15 +259,21 @@ TEST(PolicyGpu, ChoicesDescribeEveryExample) {
     EXPECT_GE(c.base_per_sm, 1);
     EXPECT_GT(c.base_regs, 0);
     EXPECT_FALSE(c.why.empty());
-    const bool dynamic = c.deep.block == 0;
-    if (c.example.rfind("exact sum", 0) == 0) {
+    const auto has = [&](const char* s) { return c.example.find(s) != std::string::npos; };
+    const int elem = has("f64") ? 8 : has("f16") ? 2 : has("i8") ? 1 : 4;
+    const std::uint64_t bytes = (std::uint64_t(elem) << (has("2^28") ? 28 : 24)) * (has("dot") ? 2 : 1);
+    const bool exact = c.example.rfind("exact sum", 0) == 0;
+    const bool heavy = has("stats") || has("compensated");  // keep the strided schedule
+    const core::device_policy& pol = core::policy_for(core::current_context());
+    EXPECT_EQ(c.dynamic, exact ? core::exact_dynamic(1, bytes, l2) : !heavy && core::uses_dynamic(pol, bytes));
+    EXPECT_EQ(c.dynamic, c.why.find("dynamic schedule") != std::string::npos);
+    if (exact) {
       EXPECT_EQ(c.family, "exact");
-      const bool big = c.example.find("2^24") == std::string::npos;
-      const std::uint64_t bytes = (std::uint64_t(4) << (big ? 28 : 24)) * (c.example.find("f64") != std::string::npos ? 2 : 1);
-      EXPECT_EQ(dynamic, core::exact_dynamic(1, bytes, l2));
-      EXPECT_EQ(dynamic, c.why.find("dynamic schedule") != std::string::npos);
+    }
+    if (c.dynamic) {
+      EXPECT_EQ(c.deep.block, 0);
     } else {
-      EXPECT_FALSE(dynamic);
+      EXPECT_GE(c.deep.block, 32);
       EXPECT_GE(c.deep_per_sm, 1);
     }
   }

@@ -169,7 +169,7 @@ std::string shape_text(const core::shape& s) {
 // Per family, for a representative op: both compiled shapes, their occupancy and registers on
 // this GPU, the bytes each keeps in flight, and the choice.
 table choices_table() {
-  table tab{"the shape each family uses on this GPU (representative ops, n = 2^28 unless named)",
+  table tab{"the shape each family uses on this GPU (representative ops, n = 2^24 unless named)",
             {{"family", "family"},
              {"example", "example"},
              {"base", "base shape"},
@@ -185,7 +185,7 @@ table choices_table() {
     row["example"] = c.example;
     row["base"] = shape_text(c.base);
     row["base_fit"] = fmt::format("{}, {}", c.base_regs, c.base_per_sm);
-    const bool one_shape = c.deep.block == 0;  // the exact sum's dynamic schedule
+    const bool one_shape = c.dynamic;
     row["deep"] = one_shape ? "-" : shape_text(c.deep);
     row["deep_fit"] = one_shape ? "-" : fmt::format("{}, {}", c.deep_regs, c.deep_per_sm);
     row["chosen"] = one_shape ? "dynamic" : c.chosen == core::depth::deep ? "deep" : "base";

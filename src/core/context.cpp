@@ -1,4 +1,5 @@
 #include "context.hpp"
+#include "tuning.hpp"
 
 #include <algorithm>
 
@@ -123,6 +124,7 @@ std::unique_ptr<workspace> make_workspace(device_slot& slot) {
   relaxed_capture guard;
   auto w = std::make_unique<workspace>();
   const std::size_t partial_bytes = std::size_t(kMaxBlocks) * kMaxAccBytes;
+  static_assert(std::size_t(kMaxBlocks) * kMaxAccBytes >= kChunkPartialBytes, "room for the chunk partials");
   char* base = nullptr;
   check_cuda(cudaMalloc(reinterpret_cast<void**>(&base), partial_bytes + kTailBytes),
              "cudaMalloc(tally stream workspace)");
@@ -144,14 +146,17 @@ std::unique_ptr<workspace> make_workspace(device_slot& slot) {
   return w;
 }
 
-// A captured call's workspace: a slice of an 8 MiB slab, sized for the largest resident grid of
-// blocks of kMinBlockThreads (about 68 KiB on an H100), zeroed when the slab is made.
+// A captured call's workspace: a slice of an 8 MiB slab, zeroed when the slab is made. Its grid
+// is capped at the largest resident grid of blocks of kMinBlockThreads; its partial slots hold
+// that grid's partials or the dynamic schedule's chunk partials (kChunkPartialBytes), as a
+// stream's workspace does, so a captured call cuts the body as an uncaptured one.
 std::unique_ptr<workspace> make_capture_workspace(device_slot& slot) {
   relaxed_capture guard;
   const device_context& c = slot.ctx;
   const unsigned max_blocks = static_cast<unsigned>(
       std::min<long long>(kMaxBlocks, (long long)c.sm_count * c.max_threads_per_sm / kMinBlockThreads));
-  const std::size_t partial_bytes = (std::size_t(max_blocks) * kMaxAccBytes + 255) / 256 * 256;
+  const std::size_t partial_bytes =
+      std::max<std::size_t>((std::size_t(max_blocks) * kMaxAccBytes + 255) / 256 * 256, kChunkPartialBytes);
   const std::size_t chunk = (partial_bytes + kTailBytes + 255) / 256 * 256;
   if (slot.slab_left < chunk) {
     const std::size_t slab_bytes = std::max<std::size_t>(std::size_t(8) << 20, chunk);

@@ -50,7 +50,8 @@ struct workspace {
   bool owns_memory = true;             // false: a slice of a capture slab
   unsigned int* d_counter = nullptr;   // zero between calls
   long long* d_exact = nullptr;        // the exact mode's global accumulator, zero between calls
-  unsigned int* d_exact_used = nullptr; // nonzero while d_exact holds something; zero between calls
+  unsigned int* d_exact_used = nullptr; // [0] nonzero while d_exact holds something; [1] the dynamic
+                                       // schedules' next chunk; both zero between calls
   unsigned long long* d_seg_status = nullptr;  // segmented: the ragged offsets' check word
   unsigned int* d_seg_counters = nullptr;      // segmented: kSegCounters counters, zero between calls
   void* d_seg_scratch = nullptr;               // segmented: partials, kSegScratchBytes, made on first use
@@ -127,6 +128,7 @@ struct launch_record {
   unsigned blocks = 0, block = 0, resident = 0;
   unsigned unroll = 0;  // 16-byte loads in flight per thread
   bool deep = false;    // the family's deep shape (policy.hpp)
+  bool dynamic = false; // a dynamic schedule (chunks from a counter; tuning.hpp)
 };
 void record_launch(const launch_record& r);
 launch_record last_launch();

@@ -111,11 +111,13 @@ __device__ __forceinline__ typename Op::acc_type reduce_block_range(const T* __r
     y_aligned = ((reinterpret_cast<std::uintptr_t>(d_in2) ^ reinterpret_cast<std::uintptr_t>(d_in)) & 15u) == 0;
 
   // contiguous: one range per block, whole 128-byte lines (8 vectors) so warps stay aligned.
+  // chunk: range `block` of `blocks`, whole rounds of BLOCK x UNROLL vectors.
   // strided: thread i of block b reads vectors b*BLOCK + i, then every blocks*BLOCK further.
   std::uint64_t i, end, stride;
-  if constexpr (L == layout::contiguous) {
+  if constexpr (L == layout::contiguous || L == layout::chunk) {
+    constexpr std::uint64_t unit = L == layout::chunk ? std::uint64_t(BLOCK) * UNROLL : 8;
     std::uint64_t per = (s.nvec + blocks - 1) / blocks;
-    per = (per + 7) & ~std::uint64_t(7);
+    per = (per + unit - 1) / unit * unit;
     const std::uint64_t beg = per * block < s.nvec ? per * block : s.nvec;
     end = beg + per < s.nvec ? beg + per : s.nvec;
     i = beg + threadIdx.x;
@@ -219,6 +221,51 @@ __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) reduce_kernel(reduce_args<T
   for (unsigned int b = threadIdx.x; b < gridDim.x; b += BLOCK) p = Op::combine(p, load_cg(a.d_partials + b));
   p = block_reduce<Op, BLOCK>(p);
   if (threadIdx.x == 0) *a.d_out = finalize_with<Op>(p, a.n, a.d_in);
+}
+
+// The dynamic schedule (launch.cuh, from kDynamicL2Multiple x the L2 up): a resident grid takes
+// chunk indices from a counter (the next one fetched while the current chunk is read), reduces
+// chunk c of `chunks` (layout::chunk: whole rounds, the scalar head and tail with the last one)
+// and writes its partial to slot c. The last block to finish combines the slots in chunk order
+// and resets the counter. A chunk's partial and the combine order depend on n and `chunks`
+// only, not on which block took which chunk: bitwise repeatable.
+template <class T, class Op>
+struct dynamic_args {
+  reduce_args<T, Op> r;
+  unsigned int chunks;
+  unsigned int* d_next;  // zero between calls
+};
+
+template <class T, class Op, int BLOCK, int UNROLL, load_hint H, int MIN_BLOCKS, int ACCS_CAP = 8>
+__global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) reduce_kernel_dynamic(dynamic_args<T, Op> a) {
+  using Acc = typename Op::acc_type;
+  pdl_wait();
+  pdl_launch_dependents();
+  __shared__ unsigned int slot[2];
+  if (threadIdx.x == 0) slot[0] = atomicAdd(a.d_next, 1u);
+  __syncthreads();
+  unsigned int c = slot[0];
+  for (int parity = 1; c < a.chunks; parity ^= 1) {
+    // slot[parity] was last read before the barrier that ended the chunk before this one. (Kept
+    // in a register until the chunk was reduced instead, the next index made the H200 slower.)
+    if (threadIdx.x == 0) slot[parity] = atomicAdd(a.d_next, 1u);
+    const Acc v = reduce_block_range<T, Op, BLOCK, UNROLL, H, layout::chunk, ACCS_CAP>(a.r.d_in, a.r.n, c, a.chunks,
+                                                                                    a.r.d_in2);
+    if (threadIdx.x == 0) a.r.d_partials[c] = v;
+    __syncthreads();
+    c = slot[parity];
+  }
+  __shared__ bool is_last;
+  if (threadIdx.x == 0) is_last = atomic_inc_acq_rel(a.r.d_counter, gridDim.x - 1) == gridDim.x - 1;
+  __syncthreads();
+  if (!is_last) return;
+  Acc p = Op::identity();
+  for (unsigned int b = threadIdx.x; b < a.chunks; b += BLOCK) p = Op::combine(p, load_cg(a.r.d_partials + b));
+  p = block_reduce<Op, BLOCK>(p);
+  if (threadIdx.x == 0) {
+    *a.r.d_out = finalize_with<Op>(p, a.r.n, a.r.d_in);
+    *a.d_next = 0;  // every block has taken its last index
+  }
 }
 
 }  // namespace tally::core

@@ -56,6 +56,15 @@ constexpr auto exact_stream_kernel_of() {
   return exact_kernel<T, op_exact<T, F, s.accs, true>, s.block, s.unroll, load_hint::ldg, s.min_blocks, true>;
 }
 
+// The kernel of (T, Op) in the dynamic schedule (tuning.hpp, dynamic_shape).
+template <class T, class Op>
+constexpr auto dynamic_kernel_of() {
+  constexpr shape s = dynamic_shape(sizeof(T), family_v<Op>);
+  static_assert(s.block >= kMinBlockThreads, "capture workspaces are sized for blocks this large");
+  constexpr int mb = min_blocks_v<Op> > s.min_blocks ? min_blocks_v<Op> : s.min_blocks;
+  return reduce_kernel_dynamic<T, Op, s.block, s.unroll, load_hint::ldg, mb, s.accs>;
+}
+
 // Blocks of kernel K of shape s that fit on one SM.
 template <class K>
 int occupancy_of(K kernel, const shape& s) {
@@ -121,13 +130,13 @@ cudaError_t launch_pdl(Kernel kernel, const Args& args, unsigned int blocks, int
 
 // The grid of a launch of shape s at n elements (binary ops: n per input), recorded.
 inline unsigned int plan_grid(const shape& s, int elem_bytes, std::uint64_t n, bool binary, bool heavy, depth d,
-                              int per_sm, const launch_ctx& c) {
+                              int per_sm, const launch_ctx& c, bool dynamic = false) {
   const device_policy& pol = policy_for(*c.dev);
   const unsigned int blocks = grid_for(s, elem_bytes, n, binary, heavy, c.dev->sm_count, per_sm,
                                        c.ws ? c.ws->max_blocks : kMaxBlocks, pol.grid);
   record_launch({static_cast<unsigned>(elem_bytes), n, blocks, static_cast<unsigned>(s.block),
                  static_cast<unsigned>(per_sm * c.dev->sm_count), static_cast<unsigned>(s.unroll),
-                 d == depth::deep});
+                 d == depth::deep, dynamic});
   return blocks;
 }
 
@@ -144,8 +153,60 @@ void launch_reduce(const void* d_in, std::uint64_t n, void* d_out, const launch_
              "launching the reduce kernel (cudaLaunchKernelEx)");
 }
 
+// Fills a dry run's description of a single-shape schedule (the dynamic ones).
+template <class K>
+void describe_single(family_choice& fc, family f, const shape& s, int per_sm, K kernel, std::string why) {
+  fc.family = to_string(f);
+  fc.base = s;
+  fc.deep = shape{0, 0, 0, 0};
+  fc.base_per_sm = per_sm;
+  cudaFuncAttributes at{};
+  check_cuda(cudaFuncGetAttributes(&at, kernel), "cudaFuncGetAttributes");
+  fc.base_regs = at.numRegs;
+  fc.chosen = depth::base;
+  fc.dynamic = true;
+  fc.why = std::move(why);
+}
+inline std::string dynamic_why(std::uint64_t bytes, const launch_ctx& c, std::uint64_t multiple) {
+  return "dynamic schedule: " + std::to_string(bytes >> 20) + " MiB >= " + std::to_string(multiple) + " x L2 (" +
+         std::to_string(c.dev->info.l2_bytes >> 20) + " MiB); its own shape";
+}
+
+// The dynamic schedule: its own shape, the full resident grid, chunks of whole rounds.
+template <class T, class Op>
+void launch_dynamic(const void* d_in, std::uint64_t n, void* d_out, const launch_ctx& c) {
+  constexpr shape s = dynamic_shape(sizeof(T), family_v<Op>);
+  using Acc = typename Op::acc_type;
+  static_assert(sizeof(Acc) <= kMaxAccBytes);
+  static std::atomic<int> per_sm_cache[64] = {};
+  int per_sm = per_sm_cache[c.dev->ordinal & 63].load(std::memory_order_relaxed);
+  if (per_sm == 0) {
+    per_sm = occupancy_of(dynamic_kernel_of<T, Op>(), s);
+    if (max_per_sm_v<Op> > 0) per_sm = std::min(per_sm, max_per_sm_v<Op>);
+    per_sm_cache[c.dev->ordinal & 63].store(per_sm, std::memory_order_relaxed);
+  }
+  const unsigned int blocks = plan_grid(s, sizeof(T), n, binary_v<Op>, true, depth::base, per_sm, c, true);
+  const std::uint64_t nvec = n * sizeof(T) / 16;
+  const auto chunks = static_cast<unsigned int>(
+      dynamic_chunks(nvec, std::uint64_t(s.block) * s.unroll, sizeof(Acc)));
+  if (c.describe)
+    describe_single(*c.describe, family_v<Op>, s, per_sm, dynamic_kernel_of<T, Op>(),
+                    dynamic_why((binary_v<Op> ? 2 : 1) * n * sizeof(T), c, kDynamicL2Multiple));
+  if (c.dry_run) return;
+  dynamic_args<T, Op> args{{static_cast<const T*>(d_in), n, static_cast<typename Op::out_type*>(d_out),
+                            static_cast<Acc*>(c.ws->d_partials), c.ws->d_counter, static_cast<const T*>(c.d_in2)},
+                           chunks,
+                           c.ws->d_exact_used + 1};
+  check_cuda(launch_pdl(dynamic_kernel_of<T, Op>(), args, blocks, s.block, c.stream),
+             "launching the reduce kernel (cudaLaunchKernelEx)");
+}
+
 template <class T, class Op>
 void launch(const void* d_in, std::uint64_t n, void* d_out, const launch_ctx& c) {
+  if (!heavy_v<Op> && uses_dynamic(policy_for(*c.dev), (binary_v<Op> ? 2 : 1) * n * sizeof(T))) {
+    launch_dynamic<T, Op>(d_in, n, d_out, c);
+    return;
+  }
   static std::atomic<int> chosen[64] = {};
   const launch_choice ch = choose_shape(chosen, reduce_kernel_of<T, Op, depth::base>(),
                                         reduce_kernel_of<T, Op, depth::deep>(), family_v<Op>, sizeof(T),
@@ -178,21 +239,10 @@ void launch_exact_dynamic(const void* d_in, std::uint64_t n, void* d_out, const 
     per_sm = occupancy_of(exact_stream_kernel_of<T, F>(), s);
     per_sm_cache[c.dev->ordinal & 63].store(per_sm, std::memory_order_relaxed);
   }
-  const unsigned int blocks = plan_grid(s, sizeof(T), n, false, true, depth::base, per_sm, c);
-  if (c.describe) {  // one shape, reported as base (deep: none)
-    family_choice& fc = *c.describe;
-    fc.family = to_string(family::exact);
-    fc.base = s;
-    fc.deep = shape{0, 0, 0, 0};
-    fc.base_per_sm = per_sm;
-    cudaFuncAttributes at{};
-    check_cuda(cudaFuncGetAttributes(&at, exact_stream_kernel_of<T, F>()), "cudaFuncGetAttributes");
-    fc.base_regs = at.numRegs;
-    fc.chosen = depth::base;
-    fc.why = "dynamic schedule: " + std::to_string((n * sizeof(T)) >> 20) + " MiB >= " +
-             std::to_string(kExactDynamicL2Multiple) + " x L2 (" + std::to_string(c.dev->info.l2_bytes >> 20) +
-             " MiB); its own shape";
-  }
+  const unsigned int blocks = plan_grid(s, sizeof(T), n, false, true, depth::base, per_sm, c, true);
+  if (c.describe)
+    describe_single(*c.describe, family::exact, s, per_sm, exact_stream_kernel_of<T, F>(),
+                    dynamic_why(n * sizeof(T), c, kExactDynamicL2Multiple));
   if (c.dry_run) return;
   exact_args<T> args{static_cast<const T*>(d_in), nullptr, n, d_out,
                      static_cast<exact_acc*>(c.ws->d_partials), c.ws->d_counter, c.ws->d_exact,

@@ -30,6 +30,7 @@ constexpr double kFullGridL2Multiple = 96.0 / 50.0;
 constexpr double kFullGridL2MultipleBinary = 8.0 / 50.0;
 
 std::atomic<int> g_forced{-1};
+std::atomic<int> g_forced_dynamic{-1};
 
 }  // namespace
 
@@ -49,11 +50,17 @@ const std::vector<measured_entry>& measured_entries() {
       {"NVIDIA H100 80GB HBM3", 132, {-1, -1, -1, -1},
        "H100 80GB HBM3, 2026-11-23, tally bench tune --measure (docs/data/tune-h100.md)",
        "base shapes of 64 KiB in flight per SM read at 100.5% of the ceiling (f32 sum at 2^30); the "
-       "statistics' deep shape 99.2% of the fast sum at 2^28 against 97.3% for base"},
+       "statistics' deep shape 99.2% of the fast sum at 2^28 against 97.3% for base",
+       true,
+       "2026-11-24, tally bench core: f32 sum at 2^28 / 2^30 341.4 / 1347.2 us against the strided "
+       "grid's 346.7 / 1386.0 (CUB 346.2 / 1384.6)"},
       {"NVIDIA H200", 132, {-1, -1, -1, -1},
        "H200, 2026-11-23, tally bench tune --measure (docs/data/tune-h200.md)",
        "base shapes of 64 KiB in flight per SM read at 101% of the ceiling (f32 sum at 2^30, "
-       "ld.global.nc); the statistics' deep shape 97.7% of the fast sum at 2^28 against 92% for base"},
+       "ld.global.nc); the statistics' deep shape 97.7% of the fast sum at 2^28 against 92% for base",
+       false,
+       "2026-11-24, tally bench core / numerics: the dynamic schedule was slower (f32 sum at 2^28 "
+       "244.3 us against CUB 238.9; argmax f32 306.7 against 243.1)"},
   };
   return entries;
 }
@@ -71,8 +78,16 @@ device_policy make_policy(const device_facts& f) {
   }
   for (const measured_entry& e : measured_entries())
     if (f.name == e.name && f.sm_count == e.sm_count) p.entry = &e;
+  p.dynamic = p.entry && p.entry->dynamic;
   return p;
 }
+
+bool uses_dynamic(const device_policy& p, std::uint64_t bytes) {
+  const int forced = g_forced_dynamic.load(std::memory_order_relaxed);
+  if (forced >= 0) return forced == 1;
+  return p.dynamic && dynamic_schedule(bytes, p.facts.l2_bytes);
+}
+void force_dynamic(int d) { g_forced_dynamic.store(d == 0 || d == 1 ? d : -1, std::memory_order_relaxed); }
 
 const device_policy& policy_for(const device_context& dev) {
   static std::mutex m;
@@ -129,7 +144,7 @@ int forced_depth() { return g_forced.load(std::memory_order_relaxed); }
 
 std::vector<std::pair<std::string, std::string>> explain(const device_policy& p) {
   std::vector<std::pair<std::string, std::string>> v;
-  char buf[256];
+  char buf[512];
   const device_facts& f = p.facts;
   v.emplace_back("device", f.name);
   std::snprintf(buf, sizeof buf, "%d SMs, compute capability %d.%d, L2 %.0f MiB, %.0f GB/s theoretical", f.sm_count,
@@ -147,6 +162,14 @@ std::vector<std::pair<std::string, std::string>> explain(const device_policy& p)
   } else {
     v.emplace_back("measured entry", "none: the rule alone (docs/tuning.md says how to add one)");
   }
+  if (p.dynamic)
+    std::snprintf(buf, sizeof buf, "from %.0f MiB (%d x L2), one-pass ops but the heavy ones: %s",
+                  p.facts.l2_bytes * double(kDynamicL2Multiple) / 1048576.0, int(kDynamicL2Multiple),
+                  p.entry->dynamic_measured);
+  else
+    std::snprintf(buf, sizeof buf, "off: %s",
+                  p.entry ? p.entry->dynamic_measured : "no measured entry (on only where measured faster)");
+  v.emplace_back("dynamic schedule", buf);
   const int forced = forced_depth();
   if (forced >= 0) v.emplace_back("forced depth", forced ? "deep" : "base");
   return v;

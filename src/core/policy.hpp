@@ -46,6 +46,8 @@ struct measured_entry {
   int depth[kFamilies];   // per family: -1 the rule decides (it agreed with the measurement), else the depth to use
   const char* run;        // the run the figures come from (machine, date, file under docs/data)
   const char* measured;   // the figures that decided it
+  bool dynamic;           // the one-pass ops' dynamic schedule past kDynamicL2Multiple x L2 (tuning.hpp)
+  const char* dynamic_measured;  // the figures that decided it
 };
 const std::vector<measured_entry>& measured_entries();
 
@@ -54,6 +56,10 @@ struct device_policy {
   double inflight_us = 0;        // the time bytes in flight must cover
   double need_bytes_per_sm = 0;  // bandwidth / SMs x inflight_us
   grid_policy grid;
+  // The one-pass ops take the dynamic schedule past kDynamicL2Multiple x L2 on GPUs where it was
+  // measured faster (a measured entry); elsewhere the strided grid, which was never more than
+  // 0.5% behind it on either GPU measured (docs/tuning.md).
+  bool dynamic = false;
   const measured_entry* entry = nullptr;  // the measured entry for this GPU, if any
 };
 
@@ -72,6 +78,13 @@ depth choose_depth(const device_policy& p, family f, double inflight_base, doubl
 // Why choose_depth picks what it picks, in words.
 std::string why_depth(const device_policy& p, family f, double inflight_base, double inflight_deep);
 
+// Whether an op of the one-pass kernel reads `bytes` in the dynamic schedule on this device
+// (force_dynamic wins over the policy).
+bool uses_dynamic(const device_policy& p, std::uint64_t bytes);
+// Tests: force the dynamic schedule on (1, at every size, so that small inputs exercise it too)
+// or off (0), or -1 for the policy. Takes effect for launches after the call.
+void force_dynamic(int d);
+
 // Benchmarks and tests: force every launch to one depth (0 base, 1 deep), or -1 for the rule.
 // Takes effect for launches after the call (each launcher caches its choice per depth setting).
 void force_depth(int d);
@@ -87,6 +100,7 @@ struct family_choice {
   int base_per_sm = 0, deep_per_sm = 0;
   int base_regs = 0, deep_regs = 0;
   depth chosen = depth::base;
+  bool dynamic = false;  // a dynamic schedule: one shape of its own (`base`), no depth choice
   std::string why;
 };
 std::vector<family_choice> policy_choices();  // defined in policy_report.cu

@@ -13,8 +13,9 @@ namespace tally::core {
 // How the body's 16-byte vectors are loaded (see load.cuh).
 enum class load_hint { ldg, stream };
 // How the body is shared among blocks: `contiguous`, one range per block; `strided`, grid-stride
-// by whole blocks (at any moment the grid reads one contiguous window).
-enum class layout { contiguous, strided };
+// by whole blocks (at any moment the grid reads one contiguous window); `chunk`, one range of
+// whole rounds per chunk of the dynamic schedule (device.cuh, reduce_kernel_dynamic).
+enum class layout { contiguous, strided, chunk };
 
 // Ops that share a kernel shape: plain one-input ops (sum, min, max, bitwise, logical); ops with
 // a per-vector fold of their own (argmin/argmax, compensated sums, sum of squares, norms, stats,
@@ -128,6 +129,44 @@ constexpr bool exact_dynamic(int elem_bytes, std::uint64_t n, std::uint64_t l2_b
 // 2^28 / 2^29, strided 95.4 / 98.4 / 99.0).
 constexpr shape exact_stream_shape(int elem_bytes) {
   return elem_bytes == 8 ? shape{512, 4, 2, 2} : shape{512, 8, 1, 2};
+}
+
+// The dynamic schedule of the one-pass kernel (device.cuh, reduce_kernel_dynamic) from this
+// multiple of the L2 up (the bytes read; two inputs for dot), on GPUs whose measured entry says
+// so (policy.hpp): the body is cut into chunks of whole rounds, a resident grid takes them from a
+// counter, and each chunk's partial has its own slot, combined in chunk order, so the bits do not
+// depend on which block took which chunk. Why: a chunk is one contiguous range, and the grid no
+// longer waits for a slowest block. tally_layout_probe (src/bench/probes, graph replay, f32 sum,
+// 2026-11-24): H100 2^28 / 2^30 340.2 / 1346.9 us against the strided 512x4 grid's 346.9 /
+// 1385.4 (CUB 345.9 / 1384.3); H200 235.3 / 923.6 against 235.5 / 926.8 (CUB 234.5 / 921.6),
+// and in the library slower than the strided grid there (docs/tuning.md). At 2^26 (5 L2s on
+// the H100) it was within 0.5% of the strided grid, and below the L2 the strided grid wins:
+// hence eight. Heavy ops (statistics, compensated sums) keep the strided schedule: their block
+// merge, once per chunk, cost more than the schedule saved (H100, stats f64 at 2^26: 226 us
+// against 181).
+inline constexpr std::uint64_t kDynamicL2Multiple = 8;
+constexpr bool dynamic_schedule(std::uint64_t bytes, std::uint64_t l2_bytes) {
+  return bytes > 0 && bytes >= kDynamicL2Multiple * l2_bytes;
+}
+// Its shape: a round of 512 x 16 vectors (128 KiB) at one block per SM for one-input ops was
+// the fastest chunk in the probe on both GPUs (64 KiB chunks: H100 2^30 1358.8 us, H200 932.0;
+// 32 KiB: 1402.5 / 1022.7); ops with a fold of their own and dot (two inputs) take 512 x 8 (H100,
+// `tally bench numerics`: argmax f32 at 2^30 1347.3 us, CUB 1447.3; dot f32 2693.8, cuBLAS
+// 2781.6).
+constexpr shape dynamic_shape(int elem_bytes, family f) {
+  (void)elem_bytes;
+  return f == family::plain ? shape{512, 16, 1, 8} : shape{512, 8, 1, 8};
+}
+// The chunks' partials fill at most this many bytes of a workspace's partial slots (every
+// workspace, captured or not, has them), so a call cuts its body the same way wherever it runs.
+inline constexpr std::uint64_t kChunkPartialBytes = std::uint64_t(256) << 10;
+// The number of chunks for nvec 16-byte vectors, rounds of round_vecs, partials of acc_bytes:
+// one round per chunk while the partials fit, else as few rounds more as make them fit.
+constexpr std::uint64_t dynamic_chunks(std::uint64_t nvec, std::uint64_t round_vecs, std::uint64_t acc_bytes) {
+  const std::uint64_t rounds = (nvec + round_vecs - 1) / round_vecs;
+  const std::uint64_t cap = kChunkPartialBytes / acc_bytes;
+  const std::uint64_t per = (rounds + cap - 1) / cap;
+  return rounds == 0 ? 1 : (rounds + per - 1) / per;
 }
 
 // Blocks to launch for n elements (binary ops: n per input) of elem_bytes with shape s on `sms`
