@@ -153,6 +153,8 @@ TEST(PolicyCpu, DynamicScheduleFromEightL2s) {
   EXPECT_EQ(dynamic_chunks(round, round, 4), 1u);
   EXPECT_EQ(dynamic_chunks(round + 1, round, 4), 2u);
   EXPECT_EQ(dynamic_chunks(std::uint64_t(1) << 26, round, 4), 8192u);  // f32 2^28: 128 KiB chunks
+  EXPECT_EQ(dynamic_chunks(std::uint64_t(1) << 26, round, 8, kHeavyChunkRounds), 8192u / kHeavyChunkRounds);
+  EXPECT_EQ(dynamic_chunks(round + 1, round, 8, kHeavyChunkRounds), 1u);
   for (std::uint64_t acc : {4, 8, 16, 24, 32, 64})
     for (std::uint64_t nvec : {std::uint64_t(1) << 20, (std::uint64_t(1) << 28) + 5, (std::uint64_t(1) << 33) + 77}) {
       const std::uint64_t chunks = dynamic_chunks(nvec, round, acc);

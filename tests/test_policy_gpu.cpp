@@ -165,6 +165,11 @@ void check_dynamic(dtype t, std::uint64_t n) {
     else EXPECT_EQ(s.i, want);
     EXPECT_EQ(reduce_value(p, n, t, op::argmax).index, static_cast<std::int64_t>(i_max));
     EXPECT_EQ(reduce_value(p, n, t, op::argmin).index, static_cast<std::int64_t>(i_min));
+    if constexpr (std::is_floating_point_v<T>) {  // the compensated sum: chunks of several rounds
+      options comp;
+      comp.mode = accuracy::compensated;
+      EXPECT_EQ(reduce_value(p, n, t, op::sum, nullptr, comp).f, static_cast<double>(want));
+    }
     const value mx = reduce_value(p, n, t, op::max);
     if constexpr (std::is_floating_point_v<T>) EXPECT_EQ(mx.f, 1000.0);
     else EXPECT_EQ(mx.i, 1000);
@@ -250,7 +255,7 @@ TEST(PolicyGpu, DynamicScheduleIsRightAndRepeatable) {
 TEST(PolicyGpu, ChoicesDescribeEveryExample) {
   TALLY_REQUIRE_GPU();
   const auto choices = core::policy_choices();
-  ASSERT_EQ(choices.size(), 19u);
+  ASSERT_EQ(choices.size(), 20u);
   const std::uint64_t l2 = core::current_context().info.l2_bytes;
   for (const core::family_choice& c : choices) {
     SCOPED_TRACE(c.example);
@@ -263,9 +268,9 @@ TEST(PolicyGpu, ChoicesDescribeEveryExample) {
     const int elem = has("f64") ? 8 : has("f16") ? 2 : has("i8") ? 1 : 4;
     const std::uint64_t bytes = (std::uint64_t(elem) << (has("2^28") ? 28 : 24)) * (has("dot") ? 2 : 1);
     const bool exact = c.example.rfind("exact sum", 0) == 0;
-    const bool heavy = has("stats") || has("compensated");  // keep the strided schedule
+    const bool stats = has("stats");  // keeps the strided schedule
     const core::device_policy& pol = core::policy_for(core::current_context());
-    EXPECT_EQ(c.dynamic, exact ? core::exact_dynamic(1, bytes, l2) : !heavy && core::uses_dynamic(pol, bytes));
+    EXPECT_EQ(c.dynamic, exact ? core::exact_dynamic(1, bytes, l2) : !stats && core::uses_dynamic(pol, bytes));
     EXPECT_EQ(c.dynamic, c.why.find("dynamic schedule") != std::string::npos);
     if (exact) {
       EXPECT_EQ(c.family, "exact");

@@ -172,7 +172,8 @@ inline std::string dynamic_why(std::uint64_t bytes, const launch_ctx& c, std::ui
          std::to_string(c.dev->info.l2_bytes >> 20) + " MiB); its own shape";
 }
 
-// The dynamic schedule: its own shape, the full resident grid, chunks of whole rounds.
+// The dynamic schedule: its own shape, the full resident grid, chunks of whole rounds (at least
+// kHeavyChunkRounds for heavy ops, whose block merge costs more per chunk).
 template <class T, class Op>
 void launch_dynamic(const void* d_in, std::uint64_t n, void* d_out, const launch_ctx& c) {
   constexpr shape s = dynamic_shape(sizeof(T), family_v<Op>);
@@ -188,7 +189,7 @@ void launch_dynamic(const void* d_in, std::uint64_t n, void* d_out, const launch
   const unsigned int blocks = plan_grid(s, sizeof(T), n, binary_v<Op>, true, depth::base, per_sm, c, true);
   const std::uint64_t nvec = n * sizeof(T) / 16;
   const auto chunks = static_cast<unsigned int>(
-      dynamic_chunks(nvec, std::uint64_t(s.block) * s.unroll, sizeof(Acc)));
+      dynamic_chunks(nvec, std::uint64_t(s.block) * s.unroll, sizeof(Acc), heavy_v<Op> ? kHeavyChunkRounds : 1));
   if (c.describe)
     describe_single(*c.describe, family_v<Op>, s, per_sm, dynamic_kernel_of<T, Op>(),
                     dynamic_why((binary_v<Op> ? 2 : 1) * n * sizeof(T), c, kDynamicL2Multiple));
@@ -203,7 +204,7 @@ void launch_dynamic(const void* d_in, std::uint64_t n, void* d_out, const launch
 
 template <class T, class Op>
 void launch(const void* d_in, std::uint64_t n, void* d_out, const launch_ctx& c) {
-  if (!heavy_v<Op> && uses_dynamic(policy_for(*c.dev), (binary_v<Op> ? 2 : 1) * n * sizeof(T))) {
+  if (!custom_block_v<Op> && uses_dynamic(policy_for(*c.dev), (binary_v<Op> ? 2 : 1) * n * sizeof(T))) {
     launch_dynamic<T, Op>(d_in, n, d_out, c);
     return;
   }

@@ -31,6 +31,7 @@ std::vector<family_choice> policy_choices() {
       {dtype::f32, kind::sum, "sum f32, 2^28", 28},
       {dtype::f32, kind::argmax, "argmax f32, 2^28", 28},
       {dtype::f32, kind::stats, "stats f32, 2^28", 28},
+      {dtype::f32, kind::sum_comp, "compensated f32, 2^28", 28},
       {dtype::f32, kind::dot, "dot f32, 2^28", 28},
       {dtype::f32, kind::sum_exact, "exact sum f32, 2^28", 28},
       {dtype::f64, kind::sum_exact, "exact sum f64, 2^28", 28},

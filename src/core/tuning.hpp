@@ -141,10 +141,15 @@ constexpr shape exact_stream_shape(int elem_bytes) {
 // 1385.4 (CUB 345.9 / 1384.3); H200 235.3 / 923.6 against 235.5 / 926.8 (CUB 234.5 / 921.6),
 // and in the library slower than the strided grid there (docs/tuning.md). At 2^26 (5 L2s on
 // the H100) it was within 0.5% of the strided grid, and below the L2 the strided grid wins:
-// hence eight. Heavy ops (statistics, compensated sums) keep the strided schedule: their block
-// merge, once per chunk, cost more than the schedule saved (H100, stats f64 at 2^26: 226 us
-// against 181).
+// hence eight. The statistics (a block merge of two trees, custom_block) keep the strided
+// schedule: once per chunk it cost more than the schedule saved (H100, stats f64 at 2^26: 226 us
+// in 1-round chunks, 198.6 in 4-round ones, against 181.6 strided).
 inline constexpr std::uint64_t kDynamicL2Multiple = 8;
+// Heavy ops (the compensated sums) take chunks of at least this many rounds, so their merge
+// runs less often: H100 compensated f32 at 2^26 / 2^28 / 2^30 89.0 / 341.7 / 1350.3 us against
+// 89.0 / 347.6 / 1389.2 strided, f64 175.5 / 679.9 / 2711.8 against 175.4 / 693.5 / 2778.9 (in
+// 1-round chunks f64 at 2^26 took 181.5).
+inline constexpr std::uint64_t kHeavyChunkRounds = 4;
 constexpr bool dynamic_schedule(std::uint64_t bytes, std::uint64_t l2_bytes) {
   return bytes > 0 && bytes >= kDynamicL2Multiple * l2_bytes;
 }
@@ -161,11 +166,13 @@ constexpr shape dynamic_shape(int elem_bytes, family f) {
 // workspace, captured or not, has them), so a call cuts its body the same way wherever it runs.
 inline constexpr std::uint64_t kChunkPartialBytes = std::uint64_t(256) << 10;
 // The number of chunks for nvec 16-byte vectors, rounds of round_vecs, partials of acc_bytes:
-// one round per chunk while the partials fit, else as few rounds more as make them fit.
-constexpr std::uint64_t dynamic_chunks(std::uint64_t nvec, std::uint64_t round_vecs, std::uint64_t acc_bytes) {
+// min_rounds per chunk while the partials fit, else as few rounds more as make them fit.
+constexpr std::uint64_t dynamic_chunks(std::uint64_t nvec, std::uint64_t round_vecs, std::uint64_t acc_bytes,
+                                       std::uint64_t min_rounds = 1) {
   const std::uint64_t rounds = (nvec + round_vecs - 1) / round_vecs;
   const std::uint64_t cap = kChunkPartialBytes / acc_bytes;
-  const std::uint64_t per = (rounds + cap - 1) / cap;
+  const std::uint64_t fit = (rounds + cap - 1) / cap;
+  const std::uint64_t per = fit > min_rounds ? fit : min_rounds;
   return rounds == 0 ? 1 : (rounds + per - 1) / per;
 }
 
