@@ -146,7 +146,13 @@ TEST(PolicyCpu, DynamicScheduleFromEightL2s) {
   EXPECT_TRUE(uses_dynamic(p200, 4096));
   force_dynamic(0);
   EXPECT_FALSE(uses_dynamic(p100, std::uint64_t(1) << 30));
+  force_dynamic(2);  // past the size rule, whatever the entry says
+  EXPECT_TRUE(uses_dynamic(p200, std::uint64_t(1) << 30));
+  EXPECT_FALSE(uses_dynamic(p200, std::uint64_t(256) << 20));
+  EXPECT_TRUE(uses_dynamic(other, std::uint64_t(4) << 30));
+  EXPECT_EQ(forced_dynamic(), 2);
   force_dynamic(-1);
+  EXPECT_EQ(forced_dynamic(), -1);
   EXPECT_TRUE(uses_dynamic(p100, std::uint64_t(1) << 30));
   const std::uint64_t round = 512 * 16;
   EXPECT_EQ(dynamic_chunks(1, round, 4), 1u);

@@ -52,6 +52,7 @@ report run_core_bench(const core_bench_options& opt) {
 
   report rep;
   stamp_report(rep, "tally bench core", dev, ceil);
+  const schedule_scope sched(opt.sched, rep);
   rep.meta["timings"] =
       "per_call: events around one call, then sync (median); stream: a batch of calls back to "
       "back, one sync, time per call (median of 7 batches); graph: CUDA-graph replay of the "

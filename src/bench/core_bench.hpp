@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "bench/report.hpp"
+#include "bench/schedule.hpp"
 #include "tally/tally.hpp"
 
 namespace tally::bench {
@@ -21,6 +22,7 @@ struct core_bench_options {
   std::vector<core_case> cases;  // empty: the standard set (sum f32/f64/i32, min/max f32)
   bool cold = true;              // also run sizes that fit in L2 with a cold cache
   bool quick = false;            // fewer repetitions (smoke runs, CI-like checks on a GPU)
+  schedule sched = schedule::policy;  // the one-pass ops' schedule (--schedule)
   std::function<void(const std::string&)> progress;  // one line per finished measurement
 };
 

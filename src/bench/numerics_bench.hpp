@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "bench/report.hpp"
+#include "bench/schedule.hpp"
 
 namespace tally::bench {
 
@@ -21,6 +22,7 @@ struct numerics_bench_options {
   std::vector<std::string> tables;   // empty: all of numerics_table_names()
   bool quick = false;                // fewer repetitions
   bool cold = false;                 // also time sizes that fit in L2 with a cold cache (slow)
+  schedule sched = schedule::policy;  // the one-pass ops' schedule (--schedule)
   std::function<void(const std::string&)> progress;  // one line per finished measurement
 };
 

@@ -64,7 +64,9 @@ table run_groups(std::vector<group>& groups, sweep_buffers& b, double ceiling_gb
       check(cudaFuncGetAttributes(&attr, c.kernel), "cudaFuncGetAttributes");
       int occ = 0;
       check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, c.kernel, c.block, 0), "occupancy");
-      f.push_back({attr.numRegs, std::max(occ, 1)});
+      occ = std::max(occ, 1);
+      if (c.max_per_sm > 0) occ = std::min(occ, c.max_per_sm);
+      f.push_back({attr.numRegs, occ});
     }
     for (int lg : g.log2_sizes) {
       const std::uint64_t n = std::uint64_t(1) << lg;
@@ -221,9 +223,11 @@ report run_tune(const tune_options& opt) {
   b.d_in = in.get();
   b.d_in2 = in2.get();
   b.d_partials = partials.get();
-  b.d_counter = static_cast<unsigned int*>(tail.get());
-  b.d_exact_used = reinterpret_cast<unsigned int*>(static_cast<char*>(tail.get()) + 64);
-  b.d_exact = reinterpret_cast<long long*>(static_cast<char*>(tail.get()) + 256);
+  char* const t = static_cast<char*>(tail.get());
+  b.d_counter = reinterpret_cast<unsigned int*>(t + core::kTailCounterOffset);
+  b.d_exact_used = reinterpret_cast<unsigned int*>(t + core::kTailExactUsedOffset);
+  b.d_chunk_next = reinterpret_cast<unsigned int*>(t + core::kTailChunkNextOffset);
+  b.d_exact = reinterpret_cast<long long*>(t + core::kTailExactOffset);
   b.d_out = out.get();
   b.d_temp = temp.get();
   b.temp_bytes = temp.size();

@@ -1,4 +1,5 @@
-// Tuning candidates of the plain ops: sum f32/f64/i32, max f32, f16 sum, against CUB.
+// Tuning candidates of the plain ops: sum f32/f64/i32, max f32, f16 sum, against CUB; the strided
+// shapes and the dynamic schedule's kernels (tuning.hpp) side by side.
 #include <memory>
 
 #include "bench/competitors.cuh"
@@ -37,6 +38,9 @@ std::vector<group> core_groups(const sweep_buffers& b) {
         reduce_candidate<float, Op, 512, 4, G, 1>("512x4 mb1 ldg", b, k++),
         reduce_candidate<float, Op, 512, 8, G, 2>("512x8 mb2 ldg", b, k++),
         reduce_candidate<float, Op, 1024, 4, G, 1>("1024x4 mb1 ldg", b, k++),
+        library_dynamic_candidate<float, Op>("dynamic (library)", b, k++),
+        library_dynamic_candidate<float, Op>("dynamic (library) 1/SM", b, k++, 1),
+        dynamic_candidate<float, Op, 512, 8, G, 2>("dynamic 512x8 mb2", b, k++),
     };
     g.other = cub_of("CUB Sum", op::sum, dtype::f32, b);
     gs.push_back(std::move(g));
@@ -50,6 +54,8 @@ std::vector<group> core_groups(const sweep_buffers& b) {
         reduce_candidate<double, Op, 512, 8, G, 1>("512x8 mb1 acc8 ldg", b, k++),
         reduce_candidate<double, Op, 512, 8, G, 2, 2>("512x8 mb2 acc2 ldg", b, k++),
         reduce_candidate<double, Op, 512, 4, G, 2, 4>("512x4 mb2 acc4 ldg", b, k++),
+        library_dynamic_candidate<double, Op>("dynamic (library)", b, k++),
+        library_dynamic_candidate<double, Op>("dynamic (library) 1/SM", b, k++, 1),
     };
     g.other = cub_of("CUB Sum", op::sum, dtype::f64, b);
     gs.push_back(std::move(g));
@@ -62,6 +68,7 @@ std::vector<group> core_groups(const sweep_buffers& b) {
         reduce_candidate<std::int32_t, Op, 512, 4, S, 1>("512x4 mb1 stream", b, k++),
         reduce_candidate<std::int32_t, Op, 512, 4, G, 1>("512x4 mb1 ldg", b, k++),
         reduce_candidate<std::int32_t, Op, 512, 8, G, 2>("512x8 mb2 ldg", b, k++),
+        library_dynamic_candidate<std::int32_t, Op>("dynamic (library)", b, k++),
     };
     g.other = cub_of("CUB Sum", op::sum, dtype::i32, b);
     gs.push_back(std::move(g));
@@ -74,6 +81,8 @@ std::vector<group> core_groups(const sweep_buffers& b) {
         reduce_candidate<float, Op, 512, 4, S, 1>("512x4 mb1 stream", b, k++),
         reduce_candidate<float, Op, 512, 4, G, 1>("512x4 mb1 ldg", b, k++),
         reduce_candidate<float, Op, 512, 8, G, 2>("512x8 mb2 ldg", b, k++),
+        library_dynamic_candidate<float, Op>("dynamic (library)", b, k++),
+        library_dynamic_candidate<float, Op>("dynamic (library) 1/SM", b, k++, 1),
     };
     g.other = cub_of("CUB Max", op::max, dtype::f32, b);
     gs.push_back(std::move(g));

@@ -38,6 +38,7 @@ std::vector<group> exact_groups(const sweep_buffers& b) {
         exact_candidate<double, exact_form::sum, 512, 4, G, 2, 2, true, false>("512x4 mb2 acc2 strided", b, k++),
         exact_candidate<double, exact_form::sum, 512, 4, G, 2, 2>("512x4 mb2 acc2", b, k++),
         exact_candidate<double, exact_form::sum, 512, 8, G, 1, 2>("512x8 mb1 acc2", b, k++),
+        exact_candidate<double, exact_form::sum, 256, 4, G, 2, 2, false, false>("256x4 mb2 acc2 strided", b, k++),
     };
     gs.push_back(std::move(g));
   }

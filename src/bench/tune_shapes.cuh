@@ -8,6 +8,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -18,6 +19,7 @@
 #include "core/context.hpp"
 #include "core/device.cuh"
 #include "core/device_exact.cuh"
+#include "core/launch.cuh"
 #include "core/tuning.hpp"
 
 namespace tally::bench::tune {
@@ -32,6 +34,7 @@ struct sweep_buffers {
   unsigned int* d_counter = nullptr;
   long long* d_exact = nullptr;
   unsigned int* d_exact_used = nullptr;
+  unsigned int* d_chunk_next = nullptr;  // the dynamic schedules' chunk counter
   void* d_out = nullptr;  // 64 bytes per candidate; slot 63 is the competitor's
   void* d_temp = nullptr;  // the competitor's temporary storage
   std::size_t temp_bytes = 0;
@@ -46,6 +49,7 @@ struct candidate {
   bool ldg = false;
   bool heavy = false;      // the heavy-op grid rule (tuning.hpp, grid_for)
   bool reference = false;  // the fast sum the group's ratios are taken against (exact, stats)
+  int max_per_sm = 0;      // resident blocks per SM at most this many (0: as many as fit)
   int elem_bytes = 0;
   bool binary = false;
   const void* kernel = nullptr;  // for occupancy and attributes
@@ -109,6 +113,58 @@ candidate reduce_candidate(const char* label, const sweep_buffers& b, int slot) 
   return c;
 }
 
+// A kernel of the dynamic schedule (tuning.hpp) as a candidate, at every size as the library's
+// launcher runs it past 8 x L2: the full resident grid (at most max_per_sm blocks per SM where
+// positive) taking chunks of at least min_rounds rounds of sh.block x sh.unroll vectors.
+template <class T, class Op, class K>
+candidate dynamic_from(const char* label, K kernel, const core::shape& sh, int accs, bool ldg, const sweep_buffers& b,
+                       int slot, int max_per_sm, int min_rounds) {
+  candidate c = describe(label, kernel, sh.block, sh.unroll, sh.min_blocks, accs, ldg, int(sizeof(T)),
+                         core::binary_v<Op>);
+  c.heavy = true;  // the full resident grid
+  c.max_per_sm = max_per_sm;
+  const std::uint64_t round = std::uint64_t(sh.block) * sh.unroll;
+  const int block = sh.block;
+  c.launch = [kernel, b, slot, min_rounds, round, block](cudaStream_t s, std::uint64_t n, unsigned blocks, int) {
+    using Acc = typename Op::acc_type;
+    static_assert(sizeof(Acc) <= core::kMaxAccBytes);
+    const std::uint64_t nvec = n * sizeof(T) / 16;
+    const auto chunks = static_cast<unsigned>(
+        core::dynamic_chunks(nvec, round, sizeof(Acc), static_cast<std::uint64_t>(min_rounds)));
+    core::dynamic_args<T, Op> a{{static_cast<const T*>(b.d_in), n,
+                                 reinterpret_cast<typename Op::out_type*>(static_cast<char*>(b.d_out) + 64 * slot),
+                                 static_cast<Acc*>(b.d_partials), b.d_counter, static_cast<const T*>(b.d_in2)},
+                                chunks,
+                                b.d_chunk_next};
+    void* args[] = {&a};
+    check(launch_with_pdl(reinterpret_cast<const void*>(kernel), args, blocks, block, s), "candidate launch");
+  };
+  return c;
+}
+
+// reduce_kernel_dynamic<T, Op, B, U, H, MB, A> as a candidate (see dynamic_from).
+template <class T, class Op, int B, int U, core::load_hint H, int MB, int A = 8>
+candidate dynamic_candidate(const char* label, const sweep_buffers& b, int slot, int max_per_sm = 0,
+                            int min_rounds = 1) {
+  constexpr int op_accs = core::max_accs_v<Op> < A ? core::max_accs_v<Op> : A;
+  constexpr int accs = op_accs < U ? op_accs : U;
+  return dynamic_from<T, Op>(label, core::reduce_kernel_dynamic<T, Op, B, U, H, MB, A>, core::shape{B, U, MB, A}, accs,
+                             H == core::load_hint::ldg, b, slot, max_per_sm, min_rounds);
+}
+
+// The library's own dynamic-schedule kernel of (T, Op) (launch.cuh, dynamic_kernel_of), with its
+// blocks-per-SM cap and chunk rounds, unless max_per_sm asks for fewer blocks.
+template <class T, class Op>
+candidate library_dynamic_candidate(const char* label, const sweep_buffers& b, int slot, int max_per_sm = 0) {
+  constexpr core::shape sh = core::dynamic_shape(sizeof(T), core::family_v<Op>);
+  constexpr int op_accs = core::max_accs_v<Op> < sh.accs ? core::max_accs_v<Op> : sh.accs;
+  constexpr int accs = op_accs < sh.unroll ? op_accs : sh.unroll;
+  int cap = core::max_per_sm_v<Op>;
+  if (max_per_sm > 0) cap = cap > 0 ? std::min(cap, max_per_sm) : max_per_sm;
+  return dynamic_from<T, Op>(label, core::dynamic_kernel_of<T, Op>(), sh, accs, true, b, slot, cap,
+                             core::heavy_v<Op> ? int(core::kHeavyChunkRounds) : 1);
+}
+
 // exact_kernel<T, op_exact<T, F, A, GT>, B, U, H, MB> as a candidate (GT: the round's grid test
 // for narrow inputs, false: each element's own exactness test; DYN: the dynamic schedule where
 // the launcher's size rule takes it (tuning.hpp, exact_dynamic), false: always the strided layout).
@@ -123,7 +179,7 @@ candidate exact_candidate(const char* label, const sweep_buffers& b, int slot) {
   c.launch = [strided, dynamic, b, slot](cudaStream_t s, std::uint64_t n, unsigned blocks, int) {
     core::exact_args<T> a{static_cast<const T*>(b.d_in), static_cast<const T*>(b.d_in2), n,
                           static_cast<char*>(b.d_out) + 64 * slot, static_cast<core::exact_acc*>(b.d_partials),
-                          b.d_counter, b.d_exact, b.d_exact_used, nullptr};
+                          b.d_counter, b.d_exact, b.d_exact_used, b.d_chunk_next, nullptr};
     const bool dyn = DYN && F != core::exact_form::dot &&
                      core::exact_dynamic(int(sizeof(T)), n, b.l2_bytes);
     void* args[] = {&a};

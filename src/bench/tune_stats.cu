@@ -1,5 +1,6 @@
 // Tuning candidates of the fused statistics (f32, f64), each timed against the fast sum.
 #include "bench/tune_shapes.cuh"
+#include "core/ops_stats.cuh"
 
 namespace tally::bench::tune {
 namespace {
@@ -21,6 +22,9 @@ std::vector<group> stats_groups(const sweep_buffers& b) {
         reduce_candidate<float, Op, 512, 4, G, 1>("512x4 mb1 acc2", b, k++),
         reduce_candidate<float, Op, 512, 8, G, 1>("512x8 mb1 acc2", b, k++),
         reduce_candidate<float, Op, 512, 4, G, 2, 1>("512x4 mb2 acc1", b, k++),
+        // Half the warps: shorter block trees for the small sizes' single block and last block.
+        reduce_candidate<float, Op, 256, 4, G, 2>("256x4 mb2 acc2", b, k++),
+        reduce_candidate<float, Op, 256, 8, G, 1>("256x8 mb1 acc2", b, k++),
     };
     gs.push_back(std::move(g));
   }
@@ -34,6 +38,7 @@ std::vector<group> stats_groups(const sweep_buffers& b) {
         fast,
         reduce_candidate<double, Op, 512, 8, G, 1>("512x8 mb1 acc2", b, k++),
         reduce_candidate<double, Op, 512, 4, G, 2, 1>("512x4 mb2 acc1", b, k++),
+        reduce_candidate<double, Op, 256, 8, G, 1>("256x8 mb1 acc2", b, k++),
     };
     gs.push_back(std::move(g));
   }

@@ -295,6 +295,12 @@ int main(int argc, char** argv) {
   add_output_options(core, core_out);
   core->add_flag("--quick", core_quick, "fewer repetitions");
   core->add_flag("--no-cold", core_no_cold, "skip the cold-L2 runs");
+  const char* kScheduleHelp =
+      "the one-pass ops' schedule: policy (this GPU's choice), strided (at every size) or dynamic (past 8 x L2)";
+  std::string core_schedule = "policy", num_schedule = "policy";
+  core->add_option("--schedule", core_schedule, kScheduleHelp)
+      ->check(CLI::IsMember({"policy", "strided", "dynamic"}))
+      ->capture_default_str();
   auto* tune = bench->add_subcommand(
       "tune", "what the tuning policy picks on this GPU and why; --measure: the shape sweeps behind it");
   add_output_options(tune, tune_out);
@@ -321,6 +327,9 @@ int main(int argc, char** argv) {
   numerics
       ->add_option("--tables", num_tables, "argminmax, dot, accuracy, stats, half (default: all)")
       ->delimiter(',');
+  numerics->add_option("--schedule", num_schedule, kScheduleHelp)
+      ->check(CLI::IsMember({"policy", "strided", "dynamic"}))
+      ->capture_default_str();
 
   output_files seg_out;
   bool seg_quick = false, seg_sweep = false, seg_sweep_only = false;
@@ -474,6 +483,7 @@ int main(int argc, char** argv) {
       tally::bench::core_bench_options o;
       o.quick = core_quick;
       o.cold = !core_no_cold;
+      o.sched = tally::bench::parse_schedule(core_schedule);
       return bench_run("core", o, tally::bench::run_core_bench, core_out);
     }
     if (tune->parsed()) return bench_run("tune", tune_opt, tally::bench::run_tune, tune_out);
@@ -483,6 +493,7 @@ int main(int argc, char** argv) {
       o.tables = num_tables;
       o.quick = num_quick;
       o.cold = num_cold;
+      o.sched = tally::bench::parse_schedule(num_schedule);
       tally::cli::progress p("bench numerics");
       o.progress = [&](const std::string& s) { p.step(s); };
       const tally::bench::report rep = tally::bench::run_numerics_bench(o);

@@ -130,12 +130,7 @@ std::unique_ptr<workspace> make_workspace(device_slot& slot) {
              "cudaMalloc(tally stream workspace)");
   w->d_partials = base;
   w->max_blocks = kMaxBlocks;
-  w->d_counter = reinterpret_cast<unsigned int*>(base + partial_bytes);
-  w->d_result = base + partial_bytes + 128;
-  w->d_exact = reinterpret_cast<long long*>(base + partial_bytes + 256);
-  w->d_exact_used = reinterpret_cast<unsigned int*>(base + partial_bytes + 64);
-  w->d_seg_status = reinterpret_cast<unsigned long long*>(base + partial_bytes + kSegStatusOffset);
-  w->d_seg_counters = reinterpret_cast<unsigned int*>(base + partial_bytes + kSegCountersOffset);
+  carve_tail(*w, base + partial_bytes);
   cudaError_t e = cudaMemsetAsync(base + partial_bytes, 0, kTailBytes, slot.setup_stream);
   if (e == cudaSuccess) e = cudaStreamSynchronize(slot.setup_stream);
   if (e == cudaSuccess) e = cudaMallocHost(&w->h_result, 64);
@@ -169,18 +164,24 @@ std::unique_ptr<workspace> make_capture_workspace(device_slot& slot) {
   w->owns_memory = false;
   w->d_partials = slot.slab;
   w->max_blocks = max_blocks;
-  w->d_counter = reinterpret_cast<unsigned int*>(slot.slab + partial_bytes);
-  w->d_result = slot.slab + partial_bytes + 128;
-  w->d_exact = reinterpret_cast<long long*>(slot.slab + partial_bytes + 256);
-  w->d_exact_used = reinterpret_cast<unsigned int*>(slot.slab + partial_bytes + 64);
-  w->d_seg_status = reinterpret_cast<unsigned long long*>(slot.slab + partial_bytes + kSegStatusOffset);
-  w->d_seg_counters = reinterpret_cast<unsigned int*>(slot.slab + partial_bytes + kSegCountersOffset);
+  carve_tail(*w, slot.slab + partial_bytes);
   slot.slab += chunk;
   slot.slab_left -= chunk;
   return w;
 }
 
 }  // namespace
+
+void carve_tail(workspace& w, char* tail) {
+  static_assert(kTailChunkNextOffset + 4 <= kTailResultOffset && kTailResultOffset + 64 <= kTailExactOffset);
+  w.d_counter = reinterpret_cast<unsigned int*>(tail + kTailCounterOffset);
+  w.d_exact_used = reinterpret_cast<unsigned int*>(tail + kTailExactUsedOffset);
+  w.d_chunk_next = reinterpret_cast<unsigned int*>(tail + kTailChunkNextOffset);
+  w.d_result = tail + kTailResultOffset;
+  w.d_exact = reinterpret_cast<long long*>(tail + kTailExactOffset);
+  w.d_seg_status = reinterpret_cast<unsigned long long*>(tail + kSegStatusOffset);
+  w.d_seg_counters = reinterpret_cast<unsigned int*>(tail + kSegCountersOffset);
+}
 
 const device_context& current_context() {
   const int dev = current_ordinal();
@@ -263,7 +264,7 @@ void record_launch(const launch_record& r) {
   if (g_debug_launch)
     std::fprintf(stderr, "tally: launch n=%llu elem_bytes=%u grid=%u block=%u unroll=%u shape=%s resident=%u\n",
                  static_cast<unsigned long long>(r.n), r.elem_bytes, r.blocks, r.block, r.unroll,
-                 r.deep ? "deep" : "base", r.resident);
+                 r.dynamic ? "dynamic" : r.deep ? "deep" : "base", r.resident);
 }
 launch_record last_launch() { return t_last; }
 

@@ -50,8 +50,8 @@ struct workspace {
   bool owns_memory = true;             // false: a slice of a capture slab
   unsigned int* d_counter = nullptr;   // zero between calls
   long long* d_exact = nullptr;        // the exact mode's global accumulator, zero between calls
-  unsigned int* d_exact_used = nullptr; // [0] nonzero while d_exact holds something; [1] the dynamic
-                                       // schedules' next chunk; both zero between calls
+  unsigned int* d_exact_used = nullptr; // nonzero while d_exact holds something, zero between calls
+  unsigned int* d_chunk_next = nullptr; // the dynamic schedules' next chunk, zero between calls
   unsigned long long* d_seg_status = nullptr;  // segmented: the ragged offsets' check word
   unsigned int* d_seg_counters = nullptr;      // segmented: kSegCounters counters, zero between calls
   void* d_seg_scratch = nullptr;               // segmented: partials, kSegScratchBytes, made on first use
@@ -65,14 +65,20 @@ inline constexpr int kMaxBlocks = 4096;
 // resident grid, and so the partials a workspace made for a captured call needs.
 inline constexpr int kMinBlockThreads = 256;
 inline constexpr int kMaxAccBytes = 64;
-// Bytes after the partials: the counter (at 0), the exact accumulator's in-use flag (at 64), the
-// result slot (at 128, 64 bytes), the exact mode's accumulator (at 256, exact::kWords * 8 =
-// 1088 bytes), the segmented layer's status word (at 1344) and its per-segment counters (at
-// 1408, kSegCounters words).
+// The workspace's tail, the bytes after its partial slots (one allocation; every word but the
+// result slot zero between calls): where each field of `workspace` sits in it.
+inline constexpr std::size_t kTailCounterOffset = 0;       // d_counter
+inline constexpr std::size_t kTailExactUsedOffset = 64;    // d_exact_used
+inline constexpr std::size_t kTailChunkNextOffset = 68;    // d_chunk_next
+inline constexpr std::size_t kTailResultOffset = 128;      // d_result, 64 bytes
+inline constexpr std::size_t kTailExactOffset = 256;       // d_exact, exact::kWords * 8 = 1088 bytes
+inline constexpr std::size_t kSegStatusOffset = kTailExactOffset + 1088;  // d_seg_status
+inline constexpr std::size_t kSegCountersOffset = kSegStatusOffset + 64;  // d_seg_counters
 inline constexpr unsigned kSegCounters = 2048;
-inline constexpr std::size_t kSegScratchBytes = std::size_t(4) << 20;
-inline constexpr std::size_t kSegStatusOffset = 256 + 1088, kSegCountersOffset = kSegStatusOffset + 64;
 inline constexpr std::size_t kTailBytes = kSegCountersOffset + kSegCounters * 4;
+inline constexpr std::size_t kSegScratchBytes = std::size_t(4) << 20;
+// Points the tail's fields of `w` into `tail` (kTailBytes of device memory).
+void carve_tail(workspace& w, char* tail);
 
 struct device_context {
   int ordinal = 0;

@@ -46,8 +46,8 @@ struct exact_args {
   exact_acc* d_partials;
   unsigned int* d_counter;  // zero between calls
   long long* d_acc;         // exact::kWords words, zero between calls
-  unsigned int* d_acc_used; // [0] nonzero when a block added into d_acc; [1] the dynamic
-                            // schedule's next chunk (exact_block_dynamic); both zero between calls
+  unsigned int* d_acc_used; // nonzero when a block added into d_acc, zero between calls
+  unsigned int* d_next;     // the dynamic schedule's next chunk (exact_block_dynamic), zero between calls
   long long* d_carry;       // chunked reductions: add the exact sum here instead of rounding it
 };
 
@@ -470,7 +470,7 @@ __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) exact_kernel(exact_args<T> 
   pdl_launch_dependents();
 
   constexpr bool kDynamic = DYNAMIC && round_fold_v<Op>;
-  unsigned int* const d_next = a.d_acc_used + 1;
+  unsigned int* const d_next = a.d_next;
   exact_acc v;
   if constexpr (kDynamic)
     v = exact_block_dynamic<T, Op, BLOCK, UNROLL, H, ACCS>(a.d_in, a.n, d_next);

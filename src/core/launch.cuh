@@ -13,6 +13,7 @@
 #include "policy.hpp"
 #include "device.cuh"
 #include "device_exact.cuh"
+#include "ops_stats.cuh"
 #include "tuning.hpp"
 
 namespace tally::core {
@@ -65,6 +66,8 @@ constexpr auto dynamic_kernel_of() {
   return reduce_kernel_dynamic<T, Op, s.block, s.unroll, load_hint::ldg, mb, s.accs>;
 }
 
+static_assert(exact::kWords * 8 == kSegStatusOffset - kTailExactOffset, "the workspace's tail holds the exact accumulator");
+
 // Blocks of kernel K of shape s that fit on one SM.
 template <class K>
 int occupancy_of(K kernel, const shape& s) {
@@ -72,6 +75,26 @@ int occupancy_of(K kernel, const shape& s) {
   check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, kernel, s.block, 0),
              "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
   return v > 0 ? v : 1;
+}
+// occupancy_of, at most max_per_sm where that is positive, computed once per device in `cache`
+// (one per launcher: a single-shape schedule has nothing else to choose).
+template <class K>
+int cached_occupancy(std::atomic<int> (&cache)[64], K kernel, const shape& s, int max_per_sm, const launch_ctx& c) {
+  std::atomic<int>& slot = cache[c.dev->ordinal & 63];
+  int per_sm = slot.load(std::memory_order_relaxed);
+  if (per_sm == 0) {
+    per_sm = occupancy_of(kernel, s);
+    if (max_per_sm > 0) per_sm = std::min(per_sm, max_per_sm);
+    slot.store(per_sm, std::memory_order_relaxed);
+  }
+  return per_sm;
+}
+// Registers per thread of kernel K (dry runs' descriptions).
+template <class K>
+int registers_of(K kernel) {
+  cudaFuncAttributes at{};
+  check_cuda(cudaFuncGetAttributes(&at, kernel), "cudaFuncGetAttributes");
+  return at.numRegs;
 }
 
 // What a launcher uses on one device: the shape's depth and its resident blocks per SM, chosen
@@ -100,11 +123,8 @@ launch_choice choose_shape(std::atomic<int> (&cache)[64], KB base_kernel, KD dee
     fc.deep = sd;
     fc.base_per_sm = pb;
     fc.deep_per_sm = pd;
-    cudaFuncAttributes ab{}, ad{};
-    check_cuda(cudaFuncGetAttributes(&ab, base_kernel), "cudaFuncGetAttributes");
-    check_cuda(cudaFuncGetAttributes(&ad, deep_kernel), "cudaFuncGetAttributes");
-    fc.base_regs = ab.numRegs;
-    fc.deep_regs = ad.numRegs;
+    fc.base_regs = registers_of(base_kernel);
+    fc.deep_regs = registers_of(deep_kernel);
     fc.chosen = d;
     fc.why = why_depth(pol, f, ib, id);
   }
@@ -160,9 +180,7 @@ void describe_single(family_choice& fc, family f, const shape& s, int per_sm, K 
   fc.base = s;
   fc.deep = shape{0, 0, 0, 0};
   fc.base_per_sm = per_sm;
-  cudaFuncAttributes at{};
-  check_cuda(cudaFuncGetAttributes(&at, kernel), "cudaFuncGetAttributes");
-  fc.base_regs = at.numRegs;
+  fc.base_regs = registers_of(kernel);
   fc.chosen = depth::base;
   fc.dynamic = true;
   fc.why = std::move(why);
@@ -180,12 +198,7 @@ void launch_dynamic(const void* d_in, std::uint64_t n, void* d_out, const launch
   using Acc = typename Op::acc_type;
   static_assert(sizeof(Acc) <= kMaxAccBytes);
   static std::atomic<int> per_sm_cache[64] = {};
-  int per_sm = per_sm_cache[c.dev->ordinal & 63].load(std::memory_order_relaxed);
-  if (per_sm == 0) {
-    per_sm = occupancy_of(dynamic_kernel_of<T, Op>(), s);
-    if (max_per_sm_v<Op> > 0) per_sm = std::min(per_sm, max_per_sm_v<Op>);
-    per_sm_cache[c.dev->ordinal & 63].store(per_sm, std::memory_order_relaxed);
-  }
+  const int per_sm = cached_occupancy(per_sm_cache, dynamic_kernel_of<T, Op>(), s, max_per_sm_v<Op>, c);
   const unsigned int blocks = plan_grid(s, sizeof(T), n, binary_v<Op>, true, depth::base, per_sm, c, true);
   const std::uint64_t nvec = n * sizeof(T) / 16;
   const auto chunks = static_cast<unsigned int>(
@@ -197,7 +210,7 @@ void launch_dynamic(const void* d_in, std::uint64_t n, void* d_out, const launch
   dynamic_args<T, Op> args{{static_cast<const T*>(d_in), n, static_cast<typename Op::out_type*>(d_out),
                             static_cast<Acc*>(c.ws->d_partials), c.ws->d_counter, static_cast<const T*>(c.d_in2)},
                            chunks,
-                           c.ws->d_exact_used + 1};
+                           c.ws->d_chunk_next};
   check_cuda(launch_pdl(dynamic_kernel_of<T, Op>(), args, blocks, s.block, c.stream),
              "launching the reduce kernel (cudaLaunchKernelEx)");
 }
@@ -224,7 +237,7 @@ void launch_exact_shape(const void* d_in, std::uint64_t n, void* d_out, const la
   if (c.dry_run) return;
   exact_args<T> args{static_cast<const T*>(d_in), static_cast<const T*>(c.d_in2), n, d_out,
                      static_cast<exact_acc*>(c.ws->d_partials), c.ws->d_counter, c.ws->d_exact,
-                     c.ws->d_exact_used, c.d_carry};
+                     c.ws->d_exact_used, c.ws->d_chunk_next, c.d_carry};
   check_cuda(launch_pdl(exact_kernel_of<T, F, D>(), args, blocks, Tu::block, c.stream),
              "launching the exact reduce kernel (cudaLaunchKernelEx)");
 }
@@ -235,11 +248,7 @@ template <class T, exact_form F>
 void launch_exact_dynamic(const void* d_in, std::uint64_t n, void* d_out, const launch_ctx& c) {
   constexpr shape s = exact_stream_shape(sizeof(T));
   static std::atomic<int> per_sm_cache[64] = {};
-  int per_sm = per_sm_cache[c.dev->ordinal & 63].load(std::memory_order_relaxed);
-  if (per_sm == 0) {
-    per_sm = occupancy_of(exact_stream_kernel_of<T, F>(), s);
-    per_sm_cache[c.dev->ordinal & 63].store(per_sm, std::memory_order_relaxed);
-  }
+  const int per_sm = cached_occupancy(per_sm_cache, exact_stream_kernel_of<T, F>(), s, 0, c);
   const unsigned int blocks = plan_grid(s, sizeof(T), n, false, true, depth::base, per_sm, c, true);
   if (c.describe)
     describe_single(*c.describe, family::exact, s, per_sm, exact_stream_kernel_of<T, F>(),
@@ -247,7 +256,7 @@ void launch_exact_dynamic(const void* d_in, std::uint64_t n, void* d_out, const 
   if (c.dry_run) return;
   exact_args<T> args{static_cast<const T*>(d_in), nullptr, n, d_out,
                      static_cast<exact_acc*>(c.ws->d_partials), c.ws->d_counter, c.ws->d_exact,
-                     c.ws->d_exact_used, c.d_carry};
+                     c.ws->d_exact_used, c.ws->d_chunk_next, c.d_carry};
   check_cuda(launch_pdl(exact_stream_kernel_of<T, F>(), args, blocks, s.block, c.stream),
              "launching the exact reduce kernel (cudaLaunchKernelEx)");
 }

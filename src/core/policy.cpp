@@ -5,7 +5,6 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
-#include <memory>
 #include <mutex>
 
 #include "context.hpp"
@@ -84,27 +83,31 @@ device_policy make_policy(const device_facts& f) {
 
 bool uses_dynamic(const device_policy& p, std::uint64_t bytes) {
   const int forced = g_forced_dynamic.load(std::memory_order_relaxed);
-  if (forced >= 0) return forced == 1;
-  return p.dynamic && dynamic_schedule(bytes, p.facts.l2_bytes);
+  if (forced == 0 || forced == 1) return forced == 1;
+  return (forced == 2 || p.dynamic) && dynamic_schedule(bytes, p.facts.l2_bytes);
 }
-void force_dynamic(int d) { g_forced_dynamic.store(d == 0 || d == 1 ? d : -1, std::memory_order_relaxed); }
+void force_dynamic(int d) { g_forced_dynamic.store(d >= 0 && d <= 2 ? d : -1, std::memory_order_relaxed); }
+int forced_dynamic() { return g_forced_dynamic.load(std::memory_order_relaxed); }
 
 const device_policy& policy_for(const device_context& dev) {
+  // Every launch asks: after the first call on a device, one acquire load and no lock. Policies
+  // live for the process, like the device contexts they describe.
   static std::mutex m;
-  static std::unique_ptr<device_policy> cache[64];
+  static std::atomic<const device_policy*> cache[64] = {};
+  std::atomic<const device_policy*>& slot = cache[dev.ordinal & 63];
+  if (const device_policy* p = slot.load(std::memory_order_acquire)) return *p;
   std::lock_guard<std::mutex> lock(m);
-  auto& slot = cache[dev.ordinal & 63];
-  if (!slot) {
-    device_facts f;
-    f.name = dev.info.name;
-    f.sm_count = dev.info.sm_count;
-    f.cc_major = dev.info.cc_major;
-    f.cc_minor = dev.info.cc_minor;
-    f.l2_bytes = dev.info.l2_bytes;
-    f.bandwidth_gbps = dev.info.theoretical_gbps;
-    slot = std::make_unique<device_policy>(make_policy(f));
-  }
-  return *slot;
+  if (const device_policy* p = slot.load(std::memory_order_relaxed)) return *p;
+  device_facts f;
+  f.name = dev.info.name;
+  f.sm_count = dev.info.sm_count;
+  f.cc_major = dev.info.cc_major;
+  f.cc_minor = dev.info.cc_minor;
+  f.l2_bytes = dev.info.l2_bytes;
+  f.bandwidth_gbps = dev.info.theoretical_gbps;
+  const device_policy* p = new device_policy(make_policy(f));
+  slot.store(p, std::memory_order_release);
+  return *p;
 }
 
 double inflight_bytes(const shape& s, int per_sm, bool binary) {
@@ -172,6 +175,10 @@ std::vector<std::pair<std::string, std::string>> explain(const device_policy& p)
   v.emplace_back("dynamic schedule", buf);
   const int forced = forced_depth();
   if (forced >= 0) v.emplace_back("forced depth", forced ? "deep" : "base");
+  const int fd = forced_dynamic();
+  if (fd >= 0)
+    v.emplace_back("forced schedule", fd == 0 ? "strided at every size" : fd == 1 ? "dynamic at every size"
+                                                                                : "dynamic past the size rule");
   return v;
 }
 

@@ -81,9 +81,11 @@ std::string why_depth(const device_policy& p, family f, double inflight_base, do
 // Whether an op of the one-pass kernel reads `bytes` in the dynamic schedule on this device
 // (force_dynamic wins over the policy).
 bool uses_dynamic(const device_policy& p, std::uint64_t bytes);
-// Tests: force the dynamic schedule on (1, at every size, so that small inputs exercise it too)
-// or off (0), or -1 for the policy. Takes effect for launches after the call.
+// Force the dynamic schedule on at every size (1: tests, so that small inputs exercise it too),
+// off (0), on past its size rule as if the GPU's measured entry said so (2: `tally bench core
+// --schedule dynamic`), or -1 for the policy. Takes effect for launches after the call.
 void force_dynamic(int d);
+int forced_dynamic();
 
 // Benchmarks and tests: force every launch to one depth (0 base, 1 deep), or -1 for the rule.
 // Takes effect for launches after the call (each launcher caches its choice per depth setting).

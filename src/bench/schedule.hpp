@@ -1,0 +1,28 @@
+// `tally bench core|numerics --schedule`: which schedule the one-pass ops take for one run, so
+// that the strided grid and the dynamic schedule (tuning.hpp) can be timed against the same
+// competitors on any GPU, whatever its measured entry chose.
+#pragma once
+
+#include <string>
+
+#include "bench/report.hpp"
+
+namespace tally::bench {
+
+// policy: what the GPU's policy picks; strided: the strided grid at every size; dynamic: the
+// dynamic schedule past its size rule (kDynamicL2Multiple x L2).
+enum class schedule { policy, strided, dynamic };
+schedule parse_schedule(const std::string& name);  // throws tally::error naming the choices
+const char* to_string(schedule s);
+
+// Forces the schedule while it lives (the policy again afterwards) and records it in the
+// report's metadata.
+class schedule_scope {
+ public:
+  schedule_scope(schedule s, report& rep);
+  ~schedule_scope();
+  schedule_scope(const schedule_scope&) = delete;
+  schedule_scope& operator=(const schedule_scope&) = delete;
+};
+
+}  // namespace tally::bench

@@ -1,0 +1,214 @@
+// The fused statistics operator (count, sum, min, max, mean and the sum of squared deviations in
+// one pass): its accumulator, its merge and the two-tree block merge the kernel calls instead of
+// a tree of merges (custom_block). The kernel sees it through the interface of ops.cuh.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "block.cuh"
+#include "ops.cuh"
+
+namespace tally::core {
+
+// ---- fused statistics -----------------------------------------------------------------------
+// Each accumulator keeps shifted sums in f64: s1 = sum(x - c), s2 = sum((x - c)^2) about its own
+// centre c (a thread's first element), with the plain sum, the count and min/max beside them.
+// Merging two accumulators re-centres both on one new centre near their joint mean; the algebra
+// of the re-centring is exact (s1 + n d, s2 + d (2 s1 + n d) with d the shift), so the centre
+// need only be near the mean, and it is found with approximate reciprocals (rcp.approx.f64)
+// instead of IEEE divisions: a merge is a dozen additions and multiplications, which keeps the
+// warp and block trees short (the divisions of Chan's update were most of the small-size cost).
+// Once centred near its mean, an accumulator's further merges add non-negative terms (m2 stays
+// well conditioned, as in Chan's method). m2 = s2 - s1^2 / n at the end.
+//
+// min/max run in the input's own precision: f32, f16 and bf16 with min.NaN/max.NaN (NaN
+// propagates by itself, so no NaN flag), f64 NaN-blind with a NaN flag (no one-instruction
+// NaN-propagating f64 min exists), integers in f64 (as the results are f64).
+template <class M, bool Flag>
+struct stats_acc {
+  double n, c, s1, s2, sum;
+  M mn, mx;
+  static constexpr bool has_flag = false;
+};
+template <>
+struct stats_acc<double, true> {
+  double n, c, s1, s2, sum, mn, mx, nan;
+  static constexpr bool has_flag = true;
+};
+struct stats_out {  // layout of tally::stats
+  std::uint64_t count;
+  double sum, min, max, mean, m2;
+};
+// An approximation of 1/x (about 20 correct bits) for centring: never used for a result.
+__device__ __forceinline__ double rcp_approx(double x) {
+  double r;
+  asm("rcp.approx.ftz.f64 %0, %1;" : "=d"(r) : "d"(x));
+  return r;
+}
+// 1/x within an ulp or so: rcp_approx and two Newton steps (each doubles the correct bits), for
+// a block's mean, which centres its second tree (x > 0).
+__device__ __forceinline__ double rcp_refined(double x) {
+  double r = rcp_approx(x);
+  r = fma_rn(r, fma_rn(-x, r, 1.0), r);
+  return fma_rn(r, fma_rn(-x, r, 1.0), r);
+}
+template <class T, bool Ignore>
+struct op_stats {
+  static constexpr bool custom_fold = true, is_fp = is_float_v<T>;
+  static constexpr bool narrow = std::is_same_v<num_t<T>, float>;  // f32, f16, bf16
+  // NaN handling: narrow floats by min.NaN, f64 under propagation by a flag, ignore by skipping.
+  static constexpr bool flag = std::is_same_v<num_t<T>, double> && !Ignore;
+  using M = std::conditional_t<narrow, float, double>;
+  static constexpr int max_accs = 2;
+  static constexpr bool custom_block = true, heavy = true;
+  using acc_type = stats_acc<M, flag>;
+  using out_type = stats_out;
+  static __host__ __device__ acc_type identity() {
+    acc_type a{};
+    a.n = a.c = a.s1 = a.s2 = a.sum = 0;
+    a.mn = M(__builtin_huge_val());
+    a.mx = M(-__builtin_huge_val());
+    if constexpr (flag) a.nan = 0;
+    return a;
+  }
+  static __device__ __forceinline__ M extreme(M a, M b, bool max) {
+    if constexpr (narrow) return max ? pick_extreme<float, true, Ignore>(a, b) : pick_extreme<float, false, Ignore>(a, b);
+    else return max ? fmax(a, b) : fmin(a, b);  // NaN-blind; the flag (f64) restores propagation
+  }
+  // Adds one element (its value m in the input's precision, x widened to f64).
+  static __device__ __forceinline__ void add(acc_type& a, M m, double x) {
+    if constexpr (is_fp && Ignore) {
+      const bool ok = x == x;
+      if (a.n == 0 && ok) a.c = x;  // the first number this accumulator counts
+      const double d = ok ? x - a.c : 0.0;
+      a.s1 += d;
+      a.s2 = fma_rn(d, d, a.s2);
+      a.sum += ok ? x : 0.0;
+      a.n += ok ? 1.0 : 0.0;
+    } else {
+      const double d = x - a.c;
+      a.s1 += d;
+      a.s2 = fma_rn(d, d, a.s2);
+      a.sum += x;
+      if constexpr (flag) a.nan = (x != x) ? 1.0 : a.nan;
+    }
+    a.mn = extreme(a.mn, m, false);
+    a.mx = extreme(a.mx, m, true);
+  }
+  static __device__ __forceinline__ M value_of(T x) {
+    if constexpr (narrow) return as_num(x);
+    else return static_cast<double>(as_num(x));
+  }
+  static __device__ acc_type transform(T x) {
+    acc_type a = identity();
+    const double v = static_cast<double>(as_num(x));
+    a.c = (v == v) ? v : 0.0;
+    add(a, value_of(x), v);
+    if constexpr (!(is_fp && Ignore)) a.n = 1;
+    return a;
+  }
+  template <int VN>
+  static __device__ __forceinline__ acc_type fold(acc_type a, const T (&e)[VN], std::uint64_t) {
+    if constexpr (!(is_fp && Ignore)) {
+      if (a.n == 0) a.c = static_cast<double>(as_num(e[0]));
+    }
+#pragma unroll
+    for (int k = 0; k < VN; ++k) add(a, value_of(e[k]), static_cast<double>(as_num(e[k])));
+    if constexpr (!(is_fp && Ignore)) a.n += VN;
+    return a;
+  }
+  static __device__ acc_type combine(acc_type a, acc_type b) {
+    if (a.n == 0 || b.n == 0) {
+      acc_type r = a.n == 0 ? b : a;
+      if constexpr (flag) r.nan = a.nan > b.nan ? a.nan : b.nan;
+      return r;
+    }
+    const double n = a.n + b.n;
+    // A centre near the joint mean (approximate: it only has to keep the sums well scaled).
+    const double ma = a.c + a.s1 * rcp_approx(a.n), mb = b.c + b.s1 * rcp_approx(b.n);
+    const double c = ma + (mb - ma) * (b.n * rcp_approx(n));
+    const double da = a.c - c, db = b.c - c;
+    acc_type r;
+    r.n = n;
+    r.c = c;
+    r.s1 = fma_rn(a.n, da, a.s1) + fma_rn(b.n, db, b.s1);
+    r.s2 = fma_rn(da, fma_rn(a.n, da, 2.0 * a.s1), a.s2) + fma_rn(db, fma_rn(b.n, db, 2.0 * b.s1), b.s2);
+    r.sum = a.sum + b.sum;
+    r.mn = extreme(a.mn, b.mn, false);
+    r.mx = extreme(a.mx, b.mx, true);
+    if constexpr (flag) r.nan = a.nan > b.nan ? a.nan : b.nan;
+    return r;
+  }
+  // A block's accumulators in two cheap trees instead of one of merges: (count, sum, min, max)
+  // first, which gives the block's mean mu; then each thread's sum of squared deviations about
+  // mu, s2 + d (2 s1 + n d) with d = c - mu (exact algebra; with c an element, d is of the order
+  // of the spread, so no cancellation beyond what the thread's own centre had), summed in a
+  // fixed order. Thread 0 gets the block's accumulator centred on mu.
+  struct head_op {
+    struct acc_type {
+      double n, sum;
+      M mn, mx, nan;
+    };
+    static __device__ acc_type identity() { return {0.0, 0.0, M(__builtin_huge_val()), M(-__builtin_huge_val()), M(0)}; }
+    static __device__ acc_type combine(acc_type a, acc_type b) {
+      return {a.n + b.n, a.sum + b.sum, extreme(a.mn, b.mn, false), extreme(a.mx, b.mx, true), a.nan > b.nan ? a.nan : b.nan};
+    }
+  };
+  struct m2_op {
+    using acc_type = double;
+    static __device__ double identity() { return 0.0; }
+    static __device__ double combine(double a, double b) { return add_rn(a, b); }
+  };
+  template <int BLOCK>
+  static __device__ __forceinline__ acc_type block_reduce(acc_type a) {
+    typename head_op::acc_type h{a.n, a.sum, a.mn, a.mx, M(0)};
+    if constexpr (flag) h.nan = a.nan;
+    h = block_reduce_generic<head_op, BLOCK, true>(h);
+    __shared__ double mu_shared;
+    // h.sum / h.n within an ulp or two (the IEEE division is a few times longer, on the critical
+    // path of every block).
+    if (threadIdx.x == 0) mu_shared = h.n > 0 ? h.sum * rcp_refined(h.n) : 0.0;
+    __syncthreads();
+    const double mu = mu_shared;
+    double m2 = 0.0;
+    if (a.n > 0) {
+      const double d = a.c - mu;
+      m2 = fma_rn(d, fma_rn(a.n, d, 2.0 * a.s1), a.s2);
+    }
+    m2 = block_reduce_generic<m2_op, BLOCK, true>(m2);
+    acc_type r = identity();
+    r.n = h.n;
+    r.c = mu;
+    r.s1 = 0.0;
+    r.s2 = m2;
+    r.sum = h.sum;
+    r.mn = h.mn;
+    r.mx = h.mx;
+    if constexpr (flag) r.nan = h.nan;
+    return r;
+  }
+  static __device__ out_type finalize(acc_type a) {
+    const double qnan = __builtin_nan("");
+    out_type o;
+    o.count = static_cast<std::uint64_t>(a.n);
+    o.sum = a.sum;
+    if (a.n == 0) {
+      o.min = o.max = o.mean = qnan;
+      o.m2 = 0;
+      return o;
+    }
+    bool nan = false;
+    if constexpr (flag) nan = a.nan != 0;
+    o.min = nan ? qnan : static_cast<double>(a.mn);
+    o.max = nan ? qnan : static_cast<double>(a.mx);
+    o.mean = a.sum / a.n;
+    // block_reduce leaves s1 = 0, and a division of zero takes the IEEE division's slow path
+    // (a call, on the last block's critical path).
+    const double m2 = a.s1 == 0.0 ? a.s2 : a.s2 - a.s1 * (a.s1 / a.n);
+    o.m2 = m2 < 0 ? 0.0 : m2;  // NaN stays NaN
+    return o;
+  }
+};
+
+}  // namespace tally::core
