@@ -10,7 +10,9 @@
 # (scripts/python-bench.py: tally.sum vs torch and cupy), pytest (the Python tests alone; the test
 # stage runs them too), calls (tally bench calls: the host cost of one small call and of the
 # driver queries behind the memory checks), lab (tally lab run), sweep (tally lab sweep), tune
-# (tally bench tune --measure: the policy's choice and the shape sweeps), dist (the sharded reductions:
+# (tally bench tune --measure: the policy's choice and the shape sweeps), schedules (bench core and
+# the argmax/dot tables of bench numerics twice, --schedule strided and --schedule dynamic: whether
+# a GPU's measured entry should turn the dynamic schedule on), dist (the sharded reductions:
 # Dist* tests, tally_dist_mpi_check under mpirun on every GPU, `tally reduce --ranks` of files against
 # one GPU, and `tally bench dist`; TALLY_DIST_BENCH_ARGS, e.g. "--quick --totals 20,24"). Logs and JSON land in
 # OUTDIR. TALLY_TEST_FILTER narrows the test stage (a gtest filter).
@@ -169,6 +171,17 @@ if has tune; then
   "$bin/tally" bench tune --measure ${TALLY_TUNE_ARGS:-} --json "$out/tune.json" --md "$out/tune.md" >/dev/null \
     2>>"$out/progress.log" || status=1
   tail -3 "$out/progress.log"
+fi
+if has schedules; then
+  step "schedules: the one-pass ops on the strided grid and on the dynamic schedule, one after the other"
+  for sched in strided dynamic; do
+    "$bin/tally" bench core --no-cold --schedule "$sched" --json "$out/bench-core-$sched.json" \
+      --md "$out/bench-core-$sched.md" >/dev/null 2>>"$out/progress.log" || status=1
+    "$bin/tally" bench numerics --tables argminmax,dot --sizes 2^24,2^26,2^28,2^30 --schedule "$sched" \
+      --json "$out/bench-numerics-$sched.json" --md "$out/bench-numerics-$sched.md" >/dev/null \
+      2>>"$out/progress.log" || status=1
+    tail -1 "$out/progress.log"
+  done
 fi
 step "done status=$status"
 exit $status

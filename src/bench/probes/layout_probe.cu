@@ -216,9 +216,13 @@ int main(int argc, char** argv) {
     auto add = [&](const char* name, kernel_t k, int block, size_t chunk_vecs, bool resident) {
       int per_sm = 0;
       CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, block, 0));
+      cudaFuncAttributes at{};
+      CK(cudaFuncGetAttributes(&at, k));
       const unsigned chunks = chunk_vecs ? unsigned((nvec + chunk_vecs - 1) / chunk_vecs) : 0u;
       const unsigned grid = chunk_vecs && !resident ? chunks : unsigned(sms * std::max(per_sm, 1));
-      vs.push_back({name, [=](cudaStream_t s) { k<<<grid, block, 0, s>>>(d_vec, nvec, chunks, d_part, d_ctr, d_out); }});
+      char label[128];
+      std::snprintf(label, sizeof label, "%s [%d regs, %d/SM]", name, at.numRegs, per_sm);
+      vs.push_back({label, [=](cudaStream_t s) { k<<<grid, block, 0, s>>>(d_vec, nvec, chunks, d_part, d_ctr, d_out); }});
     };
     add("strided 512x4, 2/SM", strided_kernel<512, 4, 2>, 512, 0, true);
     add("strided 512x8, 2/SM", strided_kernel<512, 8, 2>, 512, 0, true);
@@ -226,6 +230,7 @@ int main(int argc, char** argv) {
     add("dyn 512x16 (128K)", dyn_kernel<512, 16, 1, false>, 512, 512 * 16, true);
     add("dyn 512x8 (64K)", dyn_kernel<512, 8, 2, false>, 512, 512 * 8, true);
     add("dyn 256x8 (32K)", dyn_kernel<256, 8, 4, false>, 256, 256 * 8, true);
+    add("dyn 256x16 (64K)", dyn_kernel<256, 16, 2, false>, 256, 256 * 16, true);
     add("dyn 512x16 pipelined", dyn_kernel<512, 16, 1, true>, 512, 512 * 16, true);
 
     std::vector<float> sums;
@@ -267,7 +272,7 @@ int main(int argc, char** argv) {
       std::sort(t[k].begin(), t[k].end());
       const float med = t[k][t[k].size() / 2];
       if (k == 0) cub_us = med;
-      std::printf("  %-24s %10.2f us %8.1f GB/s  CUB/this %.3f  sum %.7g\n", vs[k].name.c_str(), med,
+      std::printf("  %-44s %10.2f us %8.1f GB/s  CUB/this %.3f  sum %.7g\n", vs[k].name.c_str(), med,
                   double(n) * 4 / med / 1e3, cub_us / med, sums[k]);
     }
     for (auto& e : ex) CK(cudaGraphExecDestroy(e));
