@@ -9,18 +9,13 @@
 #include <cub/device/device_reduce.cuh>
 #include <cuda/std/functional>
 
-#ifndef TALLY_HAVE_CUBLAS
-#define TALLY_HAVE_CUBLAS 0  // CMake defines it to 1 when it finds cuBLAS (CUDA::cublas)
-#endif
-#if TALLY_HAVE_CUBLAS
-#include <cublas_v2.h>
-#endif
 
 #include <fmt/format.h>
 
 #include <cstddef>
 #include <cstdint>
 
+#include "bench/cublas_loader.hpp"
 #include "bench/report.hpp"
 #include "bench/timing.hpp"
 #include "tally/tally.hpp"
@@ -98,30 +93,29 @@ cudaError_t cub_half_sum(void* d_temp, std::size_t& bytes, const H* d_in, float*
 #if TALLY_HAVE_CUBLAS
 inline void cublas_check(cublasStatus_t st, const char* what) {
   if (st != CUBLAS_STATUS_SUCCESS)
-    throw tally::error(fmt::format("tally bench: {} failed: {}", what, cublasGetStatusString(st)));
+    throw tally::error(fmt::format("tally bench: {} failed: {}", what, cublas::api().status_string(st)));
 }
 
 // One cuBLAS handle on the bench stream, results in device memory (CUBLAS_POINTER_MODE_DEVICE:
 // stream ordered like tally::dot, no synchronisation, capturable), with its own workspace so
 // that nothing is allocated while a graph is being captured.
 struct cublas_session {
+  const cublas::functions& f = cublas::api();  // loads cuBLAS on the first session
   cublasHandle_t handle = nullptr;
   device_buffer workspace{std::size_t(32) << 20};
   explicit cublas_session(cudaStream_t s) {
-    cublas_check(cublasCreate(&handle), "cublasCreate");
+    cublas_check(f.create(&handle), "cublasCreate");
     try {
-      cublas_check(cublasSetStream(handle, s), "cublasSetStream");
+      cublas_check(f.set_stream(handle, s), "cublasSetStream");
       // After cublasSetStream, which resets the workspace to cuBLAS's default pool.
-      cublas_check(cublasSetWorkspace(handle, workspace.get(), workspace.size()),
-                   "cublasSetWorkspace");
-      cublas_check(cublasSetPointerMode(handle, CUBLAS_POINTER_MODE_DEVICE),
-                   "cublasSetPointerMode");
+      cublas_check(f.set_workspace(handle, workspace.get(), workspace.size()), "cublasSetWorkspace");
+      cublas_check(f.set_pointer_mode(handle, CUBLAS_POINTER_MODE_DEVICE), "cublasSetPointerMode");
     } catch (...) {
-      cublasDestroy(handle);
+      f.destroy(handle);
       throw;
     }
   }
-  ~cublas_session() { cublasDestroy(handle); }
+  ~cublas_session() { f.destroy(handle); }
   cublas_session(const cublas_session&) = delete;
   cublas_session& operator=(const cublas_session&) = delete;
 };

@@ -304,11 +304,9 @@ void dot_table(env& e, cublas_session& cb, const std::vector<std::uint64_t>& siz
           const T* y = reinterpret_cast<const T*>(e.at(where, slot, y_offset));
           const auto nn = static_cast<std::int64_t>(n);
           if constexpr (sizeof(T) == 4)
-            cublas_check(cublasSdot_64(cb.handle, nn, x, 1, y, 1, static_cast<float*>(e.out_at(1))),
-                         fn);
+            cublas_check(cb.f.sdot(cb.handle, nn, x, 1, y, 1, static_cast<float*>(e.out_at(1))), fn);
           else
-            cublas_check(
-                cublasDdot_64(cb.handle, nn, x, 1, y, 1, static_cast<double*>(e.out_at(1))), fn);
+            cublas_check(cb.f.ddot(cb.handle, nn, x, 1, y, 1, static_cast<double*>(e.out_at(1))), fn);
         }};
     const auto ms = measure(e, calls, 2 * y_offset, where, /*graph_fallback=*/true);
     calls[0](e.stream, 0);
@@ -537,7 +535,11 @@ std::vector<std::string> numerics_table_names() {
 }
 
 bool numerics_has_cublas() noexcept {
-  return TALLY_HAVE_CUBLAS != 0;
+#if TALLY_HAVE_CUBLAS
+  return cublas::available();
+#else
+  return false;
+#endif
 }
 
 report run_numerics_bench(const numerics_bench_options& opt) {
@@ -570,7 +572,7 @@ report run_numerics_bench(const numerics_bench_options& opt) {
   std::size_t need = 0;
   if (want("argminmax")) need = std::max(need, nmax * sizeof(float));
   if (want("argminmax")) need = std::max(need, f64_arg_sizes.back() * sizeof(double));
-  if (want("dot") && TALLY_HAVE_CUBLAS) need = std::max(need, 2 * round_up(nmax * sizeof(double)));
+  if (want("dot") && numerics_has_cublas()) need = std::max(need, 2 * round_up(nmax * sizeof(double)));
   if (want("accuracy") || want("stats")) need = std::max(need, nmax * sizeof(double));
   if (want("half")) need = std::max(need, nmax * 2);
   if (opt.cold) need = std::max(need, 8 * dev.l2_bytes);
@@ -604,12 +606,16 @@ report run_numerics_bench(const numerics_bench_options& opt) {
   meta["cub_version"] =
       fmt::format("{}.{}.{}", CUB_MAJOR_VERSION, CUB_MINOR_VERSION, CUB_SUBMINOR_VERSION);
 #if TALLY_HAVE_CUBLAS
-  {
+  if (std::string why; cublas::available(&why)) {
     int major = 0, minor = 0, patch = 0;
-    cublasGetProperty(MAJOR_VERSION, &major);
-    cublasGetProperty(MINOR_VERSION, &minor);
-    cublasGetProperty(PATCH_LEVEL, &patch);
-    meta["cublas_version"] = fmt::format("{}.{}.{}", major, minor, patch);
+    const cublas::functions& f = cublas::api();
+    cublas_check(f.get_property(MAJOR_VERSION, &major), "cublasGetProperty");
+    cublas_check(f.get_property(MINOR_VERSION, &minor), "cublasGetProperty");
+    cublas_check(f.get_property(PATCH_LEVEL, &patch), "cublasGetProperty");
+    meta["cublas_version"] = fmt::format("{}.{}.{} ({}, loaded at run time)", major, minor, patch,
+                                         cublas::library_name());
+  } else {
+    meta["cublas_version"] = why + ": the dot table is skipped";
   }
 #else
   meta["cublas_version"] = "not found at build time: the dot table is skipped";
@@ -646,7 +652,7 @@ report run_numerics_bench(const numerics_bench_options& opt) {
   }
   if (want("dot")) {
 #if TALLY_HAVE_CUBLAS
-    guarded("dot", [&] {
+    if (numerics_has_cublas()) guarded("dot", [&] {
       cublas_session cb(e.stream);
       guarded("dot f32", [&] { dot_table<float>(e, cb, sizes); });
       guarded("dot f64", [&] { dot_table<double>(e, cb, sizes); });

@@ -13,6 +13,7 @@ constexpr auto G = core::load_hint::ldg;
 #if TALLY_HAVE_CUBLAS
 template <class T>
 competitor cublas_dot(const sweep_buffers& b) {
+  if (!cublas::available()) return {};  // no competitor: the group's rows have no ratio
   auto session = std::make_shared<competitors::cublas_session>(b.stream);
   return {sizeof(T) == 4 ? "cuBLAS Sdot" : "cuBLAS Ddot", [session, b](cudaStream_t, std::uint64_t n) {
             auto* x = static_cast<const T*>(b.d_in);
@@ -20,9 +21,9 @@ competitor cublas_dot(const sweep_buffers& b) {
             auto* out = reinterpret_cast<T*>(static_cast<char*>(b.d_out) + 64 * 63);
             const auto nn = static_cast<std::int64_t>(n);
             if constexpr (sizeof(T) == 4)
-              competitors::cublas_check(cublasSdot_64(session->handle, nn, x, 1, y, 1, out), "cublasSdot_64");
+              competitors::cublas_check(session->f.sdot(session->handle, nn, x, 1, y, 1, out), "cublasSdot_64");
             else
-              competitors::cublas_check(cublasDdot_64(session->handle, nn, x, 1, y, 1, out), "cublasDdot_64");
+              competitors::cublas_check(session->f.ddot(session->handle, nn, x, 1, y, 1, out), "cublasDdot_64");
           }};
 }
 #else
