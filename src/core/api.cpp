@@ -327,11 +327,8 @@ void check_input(const char* fn, const char* name, const void* p, std::uint64_t 
 }
 
 // The memory checks (src/core/memory.hpp), once the arguments are: inputs readable, the result
-// writable, each within its allocation, before anything is launched.
-void check_reach(const char* fn, const char* name, const void* p, std::uint64_t n, dtype t,
-                 const core::device_context& dev) {
-  core::check_memory(fn, name, p, n, row(t).size, row(t).name, false, dev);
-}
+// writable, each within its allocation, before anything is launched (core::check_input_reach
+// below for the layers outside this file).
 // The inputs of reduce, dot and reduce_stats may also be pageable host memory, read through the
 // chunked layer's staging (src/chunked); anything else is checked as check_reach does.
 chunked::source input_source(const char* fn, const char* name, const void* p, std::uint64_t n, dtype t,
@@ -537,8 +534,8 @@ void throw_bad_output(const char* fn, const void* p, std::size_t align, const st
               " bytes, as " + what + " needs");
 }
 void check_input_reach(const char* fn, const char* name, const void* p, std::uint64_t n, dtype t,
-                       const device_context& dev) {
-  check_reach(fn, name, p, n, t, dev);
+                       const device_context& dev, const memory_facts* known) {
+  core::check_memory(fn, name, p, n, row(t).size, row(t).name, false, dev, known);
 }
 value decode_value(dtype t, op o, const unsigned char* h) {
   const dtype r = result_dtype(t, o);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "context.hpp"
+#include "memory.hpp"
 #include "tally/tally.hpp"
 
 namespace tally::core {
@@ -22,9 +23,10 @@ template <class What>
 void check_output_pointer(const char* fn, const void* p, std::size_t align, What&& what) {
   if (p == nullptr || reinterpret_cast<std::uintptr_t>(p) % align != 0) throw_bad_output(fn, p, align, what());
 }
-// The memory check of n elements at p (src/core/memory.hpp), after the argument checks.
+// The memory check of n elements at p (src/core/memory.hpp), after the argument checks; `known`
+// as check_memory's.
 void check_input_reach(const char* fn, const char* name, const void* p, std::uint64_t n, dtype t,
-                       const device_context& dev);
+                       const device_context& dev, const memory_facts* known = nullptr);
 value decode_value(dtype t, op o, const unsigned char* h);  // one result as reduce writes it
 // Launches kind k over n elements on (dev, stream), the arguments already checked; d_carry: the
 // exact kinds' accumulator of a chunked reduction (src/chunked), null for an ordinary result.

@@ -160,10 +160,11 @@ namespace {
 // check_memory and check_input_or_host: true for pageable host memory the process can read, when
 // the caller takes it (allow_host) and the GPU cannot read it in place.
 bool check_access(const char* fn, const char* name, const void* p, std::uint64_t count, std::size_t unit_bytes,
-                  const char* unit, bool write, bool allow_host, const device_context& dev) {
+                  const char* unit, bool write, bool allow_host, const device_context& dev,
+                  const memory_facts* known = nullptr) {
   if (count == 0 || unit_bytes == 0) return false;
   const std::uint64_t bytes = count > ~std::uint64_t(0) / unit_bytes ? ~std::uint64_t(0) : count * unit_bytes;
-  const memory_facts f = inspect_memory(p, dev.ordinal);
+  const memory_facts f = known ? *known : inspect_memory(p, dev.ordinal);
   if (!f.known) return false;
   const std::uintptr_t at = reinterpret_cast<std::uintptr_t>(p);
   // The message's start, built only when a check fails (this runs on every call).
@@ -206,8 +207,8 @@ bool check_access(const char* fn, const char* name, const void* p, std::uint64_t
 }  // namespace
 
 void check_memory(const char* fn, const char* name, const void* p, std::uint64_t count, std::size_t unit_bytes,
-                  const char* unit, bool write, const device_context& dev) {
-  (void)check_access(fn, name, p, count, unit_bytes, unit, write, false, dev);
+                  const char* unit, bool write, const device_context& dev, const memory_facts* known) {
+  (void)check_access(fn, name, p, count, unit_bytes, unit, write, false, dev, known);
 }
 
 bool check_input_or_host(const char* fn, const char* name, const void* p, std::uint64_t count, std::size_t unit_bytes,

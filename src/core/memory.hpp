@@ -44,8 +44,10 @@ memory_facts inspect_memory(const void* p, int current_device = -1);
 // access, managed memory, pinned host memory mapped at the same address, or any host memory on
 // systems where the GPU reads pageable memory (HMM, ATS); and the bytes lie inside p's
 // allocation. `unit` names one item ("f32", "result") for the message, built only on failure.
+// `known`, if given, is p's record as inspect_memory(p, dev.ordinal) read it: a caller with checks
+// of its own asks the driver once.
 void check_memory(const char* fn, const char* name, const void* p, std::uint64_t count, std::size_t unit_bytes,
-                  const char* unit, bool write, const device_context& dev);
+                  const char* unit, bool write, const device_context& dev, const memory_facts* known = nullptr);
 
 // The same check for an input that may also be pageable host memory (reduce, dot, stats and the
 // reducer read it through the host path, src/chunked): true for host memory this process can

@@ -45,8 +45,7 @@ communicator::impl& usable(const communicator& c, const char* fn) {
 
 // A shard in another GPU's memory than the communicator's: refused by name (a kernel of this GPU
 // would read it over the link at best, or fault without peer access).
-void check_shard_device(const char* fn, const char* name, const void* p, int device) {
-  const core::memory_facts f = core::inspect_memory(p, device);
+void check_shard_device(const char* fn, const char* name, const void* p, int device, const core::memory_facts& f) {
   if (f.known && f.kind == core::memory_kind::device && f.device != device)
     throw error(qualified(fn) + ": " + name + " " + core::pointer_text(p) + " is memory of device " +
                 std::to_string(f.device) + ", but this rank's communicator is on device " + std::to_string(device) +
@@ -72,13 +71,16 @@ void prepare(communicator::impl& c, const shard& sh, const chunked::spec& s, cud
     if (sh.n > 0) {
       core::check_input_pointer(fn, "the shard", sh.d_in, sh.n, s.t);
       if (s.w == chunked::what::dot) core::check_input_pointer(fn, "the shard of y", sh.d_in2, sh.n, s.t);
-      check_shard_device(fn, "the shard", sh.d_in, c.device);
-      if (s.w == chunked::what::dot) check_shard_device(fn, "the shard of y", sh.d_in2, c.device);
       const core::device_context& dev = core::current_context();
-      if (s.opt.check_memory) {
-        core::check_input_reach(fn, "the shard", sh.d_in, sh.n, s.t, dev);
-        if (s.w == chunked::what::dot) core::check_input_reach(fn, "the shard of y", sh.d_in2, sh.n, s.t, dev);
-      }
+      // One driver query per input: which GPU holds it (refused by name if another), then the
+      // memory check on the same record.
+      const auto check_shard = [&](const char* name, const void* p) {
+        const core::memory_facts f = core::inspect_memory(p, dev.ordinal);
+        check_shard_device(fn, name, p, c.device, f);
+        if (s.opt.check_memory) core::check_input_reach(fn, name, p, sh.n, s.t, dev, &f);
+      };
+      check_shard("the shard", sh.d_in);
+      if (s.w == chunked::what::dot) check_shard("the shard of y", sh.d_in2);
       if (pp.exact) {
         long long* carry = reinterpret_cast<long long*>(c.d_mine + kCarryOffset);
         check_cuda(cudaMemsetAsync(carry, 0, chunked::carry_bytes(), stream), "cudaMemsetAsync(the shard's exact accumulator)");
