@@ -182,6 +182,8 @@ if has schedules; then
       2>>"$out/progress.log" || status=1
     tail -1 "$out/progress.log"
   done
+  python3 scripts/compare-schedules.py "$out" >"$out/schedules.md" || status=1
+  tail -1 "$out/schedules.md" | tee -a "$out/summary.txt"
 fi
 step "done status=$status"
 exit $status
