@@ -17,19 +17,18 @@ import sys
 
 
 def rows_of(path):
-    """(op, dtype, n) -> (tally graph us, competitor graph us, competitor name, stream ratio)."""
+    """(op, dtype, n) -> (tally graph us, competitor graph us), warm rows timed by graph replay."""
     with open(path) as f:
         report = json.load(f)
     out = {}
     for table in report["tables"]:
         for r in table["rows"]:
-            if r.get("cache", "warm") != "warm" or "graph_tally_us" not in r:
+            if r.get("cache", "warm") != "warm" or r.get("graph_timed") is False:
+                continue  # cold rows; rows whose graph capture failed (stream timing only: null here)
+            ours, other = r.get("graph_tally_us"), r.get("graph_cub_us", r.get("graph_other_us"))
+            if not all(isinstance(v, (int, float)) and v > 0 for v in (ours, other)):
                 continue
-            other = r.get("graph_cub_us", r.get("graph_other_us"))
-            if other is None:
-                continue
-            out[(r["op"], r["dtype"], r["n_elements"])] = (
-                r["graph_tally_us"], other, r.get("competitor", "CUB"), r.get("stream_ratio", math.nan))
+            out[(r["op"], r["dtype"], r["n_elements"])] = (ours, other)
     return out, report.get("meta", {})
 
 

@@ -26,6 +26,8 @@ TEST(BenchCpu, CublasIsLoadedOnFirstUseWithEveryFunction) {
   namespace cb = tally::bench::cublas;
   // ctest runs each test in a process of its own: nothing has asked for cuBLAS yet.
   EXPECT_FALSE(mapped("libcublas")) << "cuBLAS was mapped before any benchmark asked for it";
+  // Built with cuBLAS's headers, the library is beside them on every machine this project builds
+  // and tests on (the build machine, CI, the GPU machines): not finding it is a loader defect.
   std::string why;
   ASSERT_TRUE(cb::available(&why)) << why;
   EXPECT_TRUE(mapped(cb::library_name().c_str()));

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "bench/cublas_loader.hpp"
 #include "bench/probe.hpp"
 #include "bench/timing.hpp"
 #include "bench/tune_shapes.cuh"
@@ -212,6 +213,11 @@ report run_tune(const tune_options& opt) {
   rep.tables.push_back(policy_table(pol));
   rep.tables.push_back(choices_table());
   if (!opt.measure) return rep;
+#if TALLY_HAVE_CUBLAS
+  if (std::string why; !cublas::available(&why)) rep.meta["cublas"] = why + ": the dot groups have no competitor";
+#else
+  rep.meta["cublas"] = "not found at build time: the dot groups have no competitor";
+#endif
 
   const ceiling ceil = measure_ceiling();
   rep.meta["read_ceiling_gbps"] = ceil.read_gbps;

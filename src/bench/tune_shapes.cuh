@@ -156,7 +156,10 @@ candidate dynamic_candidate(const char* label, const sweep_buffers& b, int slot,
 // blocks-per-SM cap and chunk rounds, unless max_per_sm asks for fewer blocks.
 template <class T, class Op>
 candidate library_dynamic_candidate(const char* label, const sweep_buffers& b, int slot, int max_per_sm = 0) {
-  constexpr core::shape sh = core::dynamic_shape(sizeof(T), core::family_v<Op>);
+  constexpr core::shape s = core::dynamic_shape(sizeof(T), core::family_v<Op>);
+  // As dynamic_kernel_of compiles it: the op's own minimum blocks per SM where that is larger.
+  constexpr core::shape sh{s.block, s.unroll, core::min_blocks_v<Op> > s.min_blocks ? core::min_blocks_v<Op> : s.min_blocks,
+                           s.accs};
   constexpr int op_accs = core::max_accs_v<Op> < sh.accs ? core::max_accs_v<Op> : sh.accs;
   constexpr int accs = op_accs < sh.unroll ? op_accs : sh.unroll;
   int cap = core::max_per_sm_v<Op>;
