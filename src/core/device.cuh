@@ -164,9 +164,13 @@ __device__ __forceinline__ typename Op::acc_type reduce_block_range(const T* __r
   // The last, partial round (fewer than UNROLL vectors). One-input ops issue every load before
   // the first fold, so the round costs one memory latency, not one per vector (f32 argmax at
   // 2^22: 5.3 -> 5.1 us). Two-input ops measured the other way round (f32 dot at 2^22, in L2:
-  // 10.7 us batched, 10.1 one vector at a time), so they keep the plain loop. Either way vector
-  // i + u * stride folds into acc[u % ACCS], as it would have in a full round.
-  if constexpr (binary_v<Op> || UNROLL == 1) {
+  // 10.7 us batched, 10.1 one vector at a time), so they keep the plain loop, and so does the
+  // dynamic schedule's chunk layout, where only the last chunk has a partial round: a second array
+  // of UNROLL - 1 vectors there cost every chunk registers (ptxas for sm_90: the f32 sum's kernel
+  // 128 registers -> 88, int8 sums and bitwise ops 1.1-1.6 KB of spills per thread -> none, f64
+  // min/max 248 B -> none). Either way vector i + u * stride folds into acc[u % ACCS], as it
+  // would have in a full round: the same bits.
+  if constexpr (binary_v<Op> || UNROLL == 1 || L == layout::chunk) {
 #pragma unroll
     for (int u = 0; u < UNROLL - 1; ++u) {
       if (i < end) {
