@@ -168,9 +168,11 @@ __device__ __forceinline__ typename Op::acc_type reduce_block_range(const T* __r
   // dynamic schedule's chunk layout, where only the last chunk has a partial round: a second array
   // of UNROLL - 1 vectors there cost every chunk registers (ptxas for sm_90: the f32 sum's kernel
   // 128 registers -> 88, int8 sums and bitwise ops 1.1-1.6 KB of spills per thread -> none, f64
-  // min/max 248 B -> none). Either way vector i + u * stride folds into acc[u % ACCS], as it
+  // min/max 248 B -> none). So do 1-byte elements (16 per vector, widened to 32 bits), whose
+  // 64-register deep shape spilled 100-900 B per thread in the main loop for it (int8/uint8
+  // sum, prod, min, max). Either way vector i + u * stride folds into acc[u % ACCS], as it
   // would have in a full round: the same bits.
-  if constexpr (binary_v<Op> || UNROLL == 1 || L == layout::chunk) {
+  if constexpr (binary_v<Op> || UNROLL == 1 || L == layout::chunk || sizeof(T) == 1) {
 #pragma unroll
     for (int u = 0; u < UNROLL - 1; ++u) {
       if (i < end) {
