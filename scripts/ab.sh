@@ -6,8 +6,10 @@
 # ab/A/src/core/ops.cuh = `git show HEAD:src/core/ops.cuh`). ab/ is ignored by git: send it with
 # the device tool's carry (["ab"]). Both are built in parallel (about 3 minutes on 16 cores),
 # then `tally bench numerics --quick` runs on each (AB_TABLES, default "accuracy stats";
-# AB_SIZES, default 2^10..2^22). Prints, per table row, "A1:competitor/tally B1:... A2:... B2:...",
-# graph times in us; the markdown of every run is left in OUTDIR.
+# AB_SIZES, default 2^10..2^22), or with AB_BENCH=core `tally bench core --quick --no-cold`;
+# AB_SCHEDULE passes --schedule (policy, strided, dynamic). Prints, per table row and per graph
+# time of tally's, "A1:us B1:us A2:us B2:us  B/A ratio"; the markdown and JSON of every run are
+# left in OUTDIR.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/cuda/bin:$PATH
@@ -21,31 +23,43 @@ tar --exclude=./build --exclude=./ab -cf - . | tar -xf - -C /tmp/tally-A && cp -
 (cd /tmp/tally-A && TALLY_SKIP_SETUP=1 TALLY_JOBS=16 bash scripts/build.sh dev >"$out/build-A.log" 2>&1 ||
   echo "A: build failed") &
 wait
+bench=${AB_BENCH:-numerics}
 for rep in 1 2; do
   for v in A B; do
     bin=build/dev/tally
     [ $v = A ] && bin=/tmp/tally-A/build/dev/tally
-    "$bin" bench numerics --quick --tables ${AB_TABLES:-accuracy stats} --sizes "$sizes" --md "$out/$v$rep.md" \
-      >/dev/null 2>&1 || echo "$v$rep: bench failed"
+    if [ "$bench" = core ]; then
+      "$bin" bench core --quick --no-cold ${AB_SCHEDULE:+--schedule $AB_SCHEDULE} --md "$out/$v$rep.md" \
+        --json "$out/$v$rep.json" >/dev/null 2>&1 || echo "$v$rep: bench failed"
+    else
+      "$bin" bench numerics --quick --tables ${AB_TABLES:-accuracy stats} --sizes "$sizes" \
+        ${AB_SCHEDULE:+--schedule $AB_SCHEDULE} --md "$out/$v$rep.md" --json "$out/$v$rep.json" >/dev/null 2>&1 ||
+        echo "$v$rep: bench failed"
+    fi
   done
 done
 python3 - "$out" <<'PY'
-import sys, os, re, collections
+# Per table row (warm cache): every graph time of tally's (graph_tally_us, graph_fast_us,
+# graph_exact_us, ...; not the competitors') in A1 B1 A2 B2, then B's mean over A's.
+import collections, json, os, sys
 out = sys.argv[1]
 rows = collections.OrderedDict()
 for tag in ('A1', 'B1', 'A2', 'B2'):
-    p = os.path.join(out, tag + '.md')
-    if not os.path.exists(p): continue
-    title, hdr = '', None
-    for l in open(p).read().split('\n'):
-        if l.startswith('### '):
-            title, hdr = ' '.join(l.split()[1:3]), None
-        elif l.startswith('|    n'):
-            hdr = [c.strip() for c in l.strip('|').split('|')]
-        elif l.startswith('| 2^') and hdr:
-            d = dict(zip(hdr, [c.strip() for c in l.strip('|').split('|')]))
-            pair = (d['fast us'], d['exact us']) if 'exact us' in d else (d.get('tally sum us'), d.get('stats us'))
-            rows.setdefault((title, d['n']), []).append(f"{tag}:{pair[0]}/{pair[1]}")
-for (title, n), v in rows.items():
-    print(f"{title:10} {n:>5}  " + ' '.join(v))
+    p = os.path.join(out, tag + '.json')
+    if not os.path.exists(p):
+        continue
+    for t in json.load(open(p))['tables']:
+        for r in t['rows']:
+            if r.get('cache', 'warm') != 'warm':
+                continue
+            for k, v in r.items():
+                if k.startswith('graph_') and k.endswith('_us') and not any(
+                        c in k for c in ('cub', 'other', 'cublas')) and isinstance(v, (int, float)):
+                    rows.setdefault((r['op'], r['dtype'], r['n'], k[6:-3]), {})[tag] = v
+for (op, dt, n, what), v in rows.items():
+    a = [v[t] for t in ('A1', 'A2') if t in v]
+    b = [v[t] for t in ('B1', 'B2') if t in v]
+    ratio = f"B/A {sum(b) / len(b) / (sum(a) / len(a)):.3f}" if a and b else ""
+    print(f"{op:>10} {dt:>4} {n:>5} {what:>6}  " + ' '.join(f"{t}:{v[t]:.2f}" for t in ('A1', 'B1', 'A2', 'B2') if t in v)
+          + f"  {ratio}")
 PY
