@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "core/context.hpp"
@@ -200,6 +201,56 @@ TEST(PolicyGpu, DynamicScheduleSmallSizes) {
     check_dynamic<float>(dtype::f32, n);
     check_dynamic<double>(dtype::f64, n);
     check_dynamic<std::int32_t>(dtype::i32, n);
+  }
+}
+
+// 1- and 2-byte elements (16 and 8 per vector: the kernels whose partial round is taken one vector
+// at a time, device.cuh) against host references: the widened sum, the maximum and its first index,
+// the xor of the bits, any; in the dynamic schedule (forced at every size: a partial last chunk)
+// and on the strided grid in both compiled shapes; one element off 16 bytes (a scalar head).
+template <class T>
+void check_narrow(dtype t, std::uint64_t n) {
+  const auto h = random_vector<T>(n, test_seed() + 91, double(std::numeric_limits<T>::lowest()),
+                                  double(std::numeric_limits<T>::max()));
+  long long sum = 0;
+  T mx = h[0], x = 0;
+  std::int64_t imx = 0;
+  bool any = false;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    sum += static_cast<long long>(h[i]);
+    if (h[i] > mx) mx = h[i], imx = static_cast<std::int64_t>(i);
+    x = static_cast<T>(x ^ h[i]);
+    any = any || h[i] != 0;
+  }
+  device_buffer d(n * sizeof(T) + 16);
+  d.upload(h.data(), n * sizeof(T), sizeof(T));
+  const void* p = static_cast<const char*>(d.get()) + sizeof(T);
+  EXPECT_EQ(reduce_value(p, n, t, op::sum).as_double(), static_cast<double>(sum));
+  const value m = reduce_value(p, n, t, op::argmax);
+  EXPECT_EQ(m.index, imx);
+  EXPECT_EQ(m.as_double(), static_cast<double>(mx));
+  EXPECT_EQ(static_cast<T>(reduce_value(p, n, t, op::bit_xor).u), x);
+  EXPECT_EQ(reduce_value(p, n, t, op::any).i != 0, any);
+}
+
+TEST(PolicyGpu, NarrowElementsInEverySchedule) {
+  TALLY_REQUIRE_GPU();
+  struct depth_guard {
+    explicit depth_guard(int d) { core::force_depth(d); }
+    ~depth_guard() { core::force_depth(-1); }
+  };
+  for (std::uint64_t n : {std::uint64_t(10), std::uint64_t(70001), (std::uint64_t(1) << 20) + 77}) {
+    for (int sched : {1, 0}) {
+      for (int depth : {0, 1}) {
+        if (sched == 1 && depth == 1) continue;  // the dynamic schedule has one shape
+        SCOPED_TRACE(testing::Message() << "n " << n << (sched ? " dynamic" : depth ? " strided deep" : " strided base"));
+        dynamic_guard on(sched);
+        depth_guard dg(depth);
+        check_narrow<std::int8_t>(dtype::i8, n);
+        check_narrow<std::uint8_t>(dtype::u8, n);
+        check_narrow<std::int16_t>(dtype::i16, n);
+      }
+    }
   }
 }
 
