@@ -56,6 +56,7 @@ std::vector<group> core_groups(const sweep_buffers& b) {
         reduce_candidate<double, Op, 512, 4, G, 2, 4>("512x4 mb2 acc4 ldg", b, k++),
         library_dynamic_candidate<double, Op>("dynamic (library)", b, k++),
         dynamic_candidate<double, Op, 256, 16, G, 2>("dynamic 256x16 mb2", b, k++),
+        dynamic_candidate<double, Op, 512, 8, G, 2>("dynamic 512x8 mb2", b, k++),
     };
     g.other = cub_of("CUB Sum", op::sum, dtype::f64, b);
     gs.push_back(std::move(g));

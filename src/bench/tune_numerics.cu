@@ -47,6 +47,7 @@ std::vector<group> numerics_groups(const sweep_buffers& b) {
         reduce_candidate<float, Op, 512, 8, G, 2, 2>("512x8 mb2 acc2 ldg", b, k++),
         library_dynamic_candidate<float, Op>("dynamic (library)", b, k++),
         dynamic_candidate<float, Op, 256, 16, G, 2>("dynamic 256x16 mb2", b, k++),
+        dynamic_candidate<float, Op, 512, 8, G, 2>("dynamic 512x8 mb2", b, k++),
     };
     void* d_temp = b.d_temp;
     const std::size_t cap = b.temp_bytes;
