@@ -12,23 +12,16 @@ schedule parse_schedule(const std::string& name) {
   throw tally::error("--schedule " + name + ": give policy, strided or dynamic");
 }
 
-const char* to_string(schedule s) {
-  switch (s) {
-    case schedule::policy: return "policy";
-    case schedule::strided: return "strided";
-    case schedule::dynamic: return "dynamic";
-  }
-  return "?";
-}
-
 schedule_scope::schedule_scope(schedule s, report& rep) {
-  core::force_dynamic(s == schedule::policy ? -1 : s == schedule::strided ? 0 : 2);
+  core::force_dynamic(s == schedule::policy    ? core::kDynamicByPolicy
+                      : s == schedule::strided ? core::kDynamicOff
+                                               : core::kDynamicPastSizeRule);
   rep.meta["schedule"] = s == schedule::policy
                              ? "the GPU's policy"
                              : s == schedule::strided ? "forced: the strided grid at every size"
                                                       : "forced: the dynamic schedule past 8 x L2";
 }
 
-schedule_scope::~schedule_scope() { core::force_dynamic(-1); }
+schedule_scope::~schedule_scope() { core::force_dynamic(core::kDynamicByPolicy); }
 
 }  // namespace tally::bench

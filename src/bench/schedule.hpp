@@ -13,7 +13,6 @@ namespace tally::bench {
 // dynamic schedule past its size rule (kDynamicL2Multiple x L2).
 enum class schedule { policy, strided, dynamic };
 schedule parse_schedule(const std::string& name);  // throws tally::error naming the choices
-const char* to_string(schedule s);
 
 // Forces the schedule while it lives (the policy again afterwards) and records it in the
 // report's metadata.

@@ -49,7 +49,7 @@ struct candidate {
   bool ldg = false;
   bool heavy = false;      // the heavy-op grid rule (tuning.hpp, grid_for)
   bool reference = false;  // the fast sum the group's ratios are taken against (exact, stats)
-  int max_per_sm = 0;      // resident blocks per SM at most this many (0: as many as fit)
+  int max_per_sm = 0;      // resident blocks per SM at most this many (0: as many as fit; the op's cap)
   int elem_bytes = 0;
   bool binary = false;
   const void* kernel = nullptr;  // for occupancy and attributes
@@ -113,24 +113,26 @@ candidate reduce_candidate(const char* label, const sweep_buffers& b, int slot) 
   return c;
 }
 
-// A kernel of the dynamic schedule (tuning.hpp) as a candidate, at every size as the library's
-// launcher runs it past 8 x L2: the full resident grid (at most max_per_sm blocks per SM where
-// positive) taking chunks of at least min_rounds rounds of sh.block x sh.unroll vectors.
+// A kernel of the dynamic schedule (tuning.hpp) as a candidate, at every size, run as the
+// library's launcher runs it past 8 x L2 (launch.cuh, launch_dynamic): the full resident grid
+// (at most the op's max_per_sm blocks per SM), chunks of whole rounds of sh.block x sh.unroll
+// vectors (at least kHeavyChunkRounds for heavy ops).
 template <class T, class Op, class K>
-candidate dynamic_from(const char* label, K kernel, const core::shape& sh, int accs, bool ldg, const sweep_buffers& b,
-                       int slot, int max_per_sm, int min_rounds) {
+candidate dynamic_from(const char* label, K kernel, const core::shape& sh, bool ldg, const sweep_buffers& b, int slot) {
+  constexpr int op_accs = core::max_accs_v<Op>;
+  const int accs = std::min({op_accs, sh.accs, sh.unroll});
   candidate c = describe(label, kernel, sh.block, sh.unroll, sh.min_blocks, accs, ldg, int(sizeof(T)),
                          core::binary_v<Op>);
   c.heavy = true;  // the full resident grid
-  c.max_per_sm = max_per_sm;
+  c.max_per_sm = core::max_per_sm_v<Op>;
   const std::uint64_t round = std::uint64_t(sh.block) * sh.unroll;
+  const std::uint64_t min_rounds = core::heavy_v<Op> ? core::kHeavyChunkRounds : 1;
   const int block = sh.block;
   c.launch = [kernel, b, slot, min_rounds, round, block](cudaStream_t s, std::uint64_t n, unsigned blocks, int) {
     using Acc = typename Op::acc_type;
     static_assert(sizeof(Acc) <= core::kMaxAccBytes);
     const std::uint64_t nvec = n * sizeof(T) / 16;
-    const auto chunks = static_cast<unsigned>(
-        core::dynamic_chunks(nvec, round, sizeof(Acc), static_cast<std::uint64_t>(min_rounds)));
+    const auto chunks = static_cast<unsigned>(core::dynamic_chunks(nvec, round, sizeof(Acc), min_rounds));
     core::dynamic_args<T, Op> a{{static_cast<const T*>(b.d_in), n,
                                  reinterpret_cast<typename Op::out_type*>(static_cast<char*>(b.d_out) + 64 * slot),
                                  static_cast<Acc*>(b.d_partials), b.d_counter, static_cast<const T*>(b.d_in2)},
@@ -144,28 +146,18 @@ candidate dynamic_from(const char* label, K kernel, const core::shape& sh, int a
 
 // reduce_kernel_dynamic<T, Op, B, U, H, MB, A> as a candidate (see dynamic_from).
 template <class T, class Op, int B, int U, core::load_hint H, int MB, int A = 8>
-candidate dynamic_candidate(const char* label, const sweep_buffers& b, int slot, int max_per_sm = 0,
-                            int min_rounds = 1) {
-  constexpr int op_accs = core::max_accs_v<Op> < A ? core::max_accs_v<Op> : A;
-  constexpr int accs = op_accs < U ? op_accs : U;
-  return dynamic_from<T, Op>(label, core::reduce_kernel_dynamic<T, Op, B, U, H, MB, A>, core::shape{B, U, MB, A}, accs,
-                             H == core::load_hint::ldg, b, slot, max_per_sm, min_rounds);
+candidate dynamic_candidate(const char* label, const sweep_buffers& b, int slot) {
+  return dynamic_from<T, Op>(label, core::reduce_kernel_dynamic<T, Op, B, U, H, MB, A>, core::shape{B, U, MB, A},
+                             H == core::load_hint::ldg, b, slot);
 }
 
-// The library's own dynamic-schedule kernel of (T, Op) (launch.cuh, dynamic_kernel_of), with its
-// blocks-per-SM cap and chunk rounds, unless max_per_sm asks for fewer blocks.
+// The library's own dynamic-schedule kernel of (T, Op) (launch.cuh, dynamic_kernel_of).
 template <class T, class Op>
-candidate library_dynamic_candidate(const char* label, const sweep_buffers& b, int slot, int max_per_sm = 0) {
+candidate library_dynamic_candidate(const char* label, const sweep_buffers& b, int slot) {
   constexpr core::shape s = core::dynamic_shape(sizeof(T), core::family_v<Op>);
   // As dynamic_kernel_of compiles it: the op's own minimum blocks per SM where that is larger.
-  constexpr core::shape sh{s.block, s.unroll, core::min_blocks_v<Op> > s.min_blocks ? core::min_blocks_v<Op> : s.min_blocks,
-                           s.accs};
-  constexpr int op_accs = core::max_accs_v<Op> < sh.accs ? core::max_accs_v<Op> : sh.accs;
-  constexpr int accs = op_accs < sh.unroll ? op_accs : sh.unroll;
-  int cap = core::max_per_sm_v<Op>;
-  if (max_per_sm > 0) cap = cap > 0 ? std::min(cap, max_per_sm) : max_per_sm;
-  return dynamic_from<T, Op>(label, core::dynamic_kernel_of<T, Op>(), sh, accs, true, b, slot, cap,
-                             core::heavy_v<Op> ? int(core::kHeavyChunkRounds) : 1);
+  constexpr core::shape sh{s.block, s.unroll, std::max(core::min_blocks_v<Op>, s.min_blocks), s.accs};
+  return dynamic_from<T, Op>(label, core::dynamic_kernel_of<T, Op>(), sh, true, b, slot);
 }
 
 // exact_kernel<T, op_exact<T, F, A, GT>, B, U, H, MB> as a candidate (GT: the round's grid test

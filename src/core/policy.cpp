@@ -83,10 +83,12 @@ device_policy make_policy(const device_facts& f) {
 
 bool uses_dynamic(const device_policy& p, std::uint64_t bytes) {
   const int forced = g_forced_dynamic.load(std::memory_order_relaxed);
-  if (forced == 0 || forced == 1) return forced == 1;
-  return (forced == 2 || p.dynamic) && dynamic_schedule(bytes, p.facts.l2_bytes);
+  if (forced == kDynamicOff || forced == kDynamicEverySize) return forced == kDynamicEverySize;
+  return (forced == kDynamicPastSizeRule || p.dynamic) && dynamic_schedule(bytes, p.facts.l2_bytes);
 }
-void force_dynamic(int d) { g_forced_dynamic.store(d >= 0 && d <= 2 ? d : -1, std::memory_order_relaxed); }
+void force_dynamic(int d) {
+  g_forced_dynamic.store(d >= kDynamicOff && d <= kDynamicPastSizeRule ? d : kDynamicByPolicy, std::memory_order_relaxed);
+}
 int forced_dynamic() { return g_forced_dynamic.load(std::memory_order_relaxed); }
 
 const device_policy& policy_for(const device_context& dev) {
@@ -176,9 +178,10 @@ std::vector<std::pair<std::string, std::string>> explain(const device_policy& p)
   const int forced = forced_depth();
   if (forced >= 0) v.emplace_back("forced depth", forced ? "deep" : "base");
   const int fd = forced_dynamic();
-  if (fd >= 0)
-    v.emplace_back("forced schedule", fd == 0 ? "strided at every size" : fd == 1 ? "dynamic at every size"
-                                                                                : "dynamic past the size rule");
+  if (fd != kDynamicByPolicy)
+    v.emplace_back("forced schedule", fd == kDynamicOff          ? "strided at every size"
+                                      : fd == kDynamicEverySize ? "dynamic at every size"
+                                                                : "dynamic past the size rule");
   return v;
 }
 

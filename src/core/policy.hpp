@@ -84,6 +84,7 @@ bool uses_dynamic(const device_policy& p, std::uint64_t bytes);
 // Force the dynamic schedule on at every size (1: tests, so that small inputs exercise it too),
 // off (0), on past its size rule as if the GPU's measured entry said so (2: `tally bench core
 // --schedule dynamic`), or -1 for the policy. Takes effect for launches after the call.
+inline constexpr int kDynamicByPolicy = -1, kDynamicOff = 0, kDynamicEverySize = 1, kDynamicPastSizeRule = 2;
 void force_dynamic(int d);
 int forced_dynamic();
 
