@@ -17,8 +17,10 @@ out=${1:?usage: scripts/ab.sh OUTDIR}
 mkdir -p "$out"
 [ -d ab/A ] || { echo "ab/A/ (the files of version A) is missing"; exit 2; }
 sizes=${AB_SIZES:-2^10,2^12,2^14,2^16,2^18,2^20,2^22}
-rm -rf /tmp/tally-A && mkdir -p /tmp/tally-A
-tar --exclude=./build --exclude=./ab -cf - . | tar -xf - -C /tmp/tally-A && cp -r ab/A/. /tmp/tally-A/
+# A's tree is laid out afresh each time, but its build/ is kept (mtimes preserved: tar, cp -p), so a
+# second A/B on the same warm machine rebuilds nothing that did not change.
+mkdir -p /tmp/tally-A && find /tmp/tally-A -mindepth 1 -maxdepth 1 ! -name build -exec rm -rf {} +
+tar --exclude=./build --exclude=./ab -cf - . | tar -xf - -C /tmp/tally-A && cp -rp ab/A/. /tmp/tally-A/
 (TALLY_SKIP_SETUP=1 TALLY_JOBS=16 bash scripts/build.sh dev >"$out/build-B.log" 2>&1 || echo "B: build failed") &
 (cd /tmp/tally-A && TALLY_SKIP_SETUP=1 TALLY_JOBS=16 bash scripts/build.sh dev >"$out/build-A.log" 2>&1 ||
   echo "A: build failed") &
