@@ -134,6 +134,17 @@ TEST(NpyCpu, ArrayFilesReadInPieces) {
     ts.emplace_back([&, at] { f.read(got.data() + at, at, std::min<std::uint64_t>(333, 1000 - at)); });
   for (auto& t : ts) t.join();
   EXPECT_EQ(got, v);
+  // Mapped in place: the same elements after the header; a moved-to file keeps the mapping.
+  const auto* m = static_cast<const std::int32_t*>(f.mapped());
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(std::vector<std::int32_t>(m, m + 1000), v);
+  EXPECT_EQ(f.mapped(), m);
+  {
+    io::array_file g = io::open_npy(p);
+    const void* gm = g.mapped();
+    io::array_file h(std::move(g));
+    EXPECT_EQ(h.mapped(), gm);
+  }
   EXPECT_TRUE(io::read_npy(p).bytes == std::vector<unsigned char>(reinterpret_cast<unsigned char*>(v.data()),
                                                                  reinterpret_cast<unsigned char*>(v.data()) + 4000));
   struct stat st {};

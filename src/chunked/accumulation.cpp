@@ -74,6 +74,11 @@ void accumulation::piece(const void* d_in, const void* d_in2, std::uint64_t n) {
   count_ += n;
 }
 
+void accumulation::add_exact(const long long* words, unsigned flags, std::uint64_t count) {
+  comb_.add_exact(words, flags);
+  count_ += count;
+}
+
 void accumulation::drain() {
   const piece_plan& p = comb_.plan();
   if (first_.empty()) return;

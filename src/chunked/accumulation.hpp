@@ -43,6 +43,9 @@ class accumulation {
   // Launches the piece plan over n elements of device-readable memory at d_in (and d_in2 for
   // dot) on the stream. n = 0 launches nothing.
   void piece(const void* d_in, const void* d_in2, std::uint64_t n);
+  // Exact plans: adds the exact sum of `count` elements reduced elsewhere (the host's share of a
+  // head start, src/chunked/head_start): kWords normalised words and the special-value flags.
+  void add_exact(const long long* words, unsigned flags, std::uint64_t count);
   value result();         // waits for the stream
   stats stats_result();   // waits for the stream
   void reset();

@@ -119,7 +119,17 @@ combiner::combiner(const spec& s) : spec_(s), plan_(plan_for(s)) {
   reset();
 }
 
+void combiner::add_exact(const long long* words, unsigned flags) {
+  if (!plan_.exact) throw error("tally: internal error: an exact sum added to a reduction that is not exact");
+  if (extra_.empty()) extra_.assign(core::exact::kWords, 0);
+  for (int k = 0; k < core::exact::kWords; ++k) extra_[static_cast<std::size_t>(k)] += words[k];
+  core::exact::normalize(extra_.data());
+  extra_flags_ |= flags;
+}
+
 void combiner::reset() {
+  extra_.clear();
+  extra_flags_ = 0;
   s_ = c_ = 0;
   nan_ = false;
   wide_ = 0;
@@ -254,7 +264,12 @@ value combiner::result(const long long* carry, std::uint64_t n) const {
     long long w[core::exact::kWords];
     std::memcpy(w, carry, sizeof w);
     core::exact::normalize(w);
-    const unsigned flags = static_cast<unsigned>(carry[core::exact::kWords]);
+    unsigned flags = static_cast<unsigned>(carry[core::exact::kWords]);
+    if (!extra_.empty()) {  // both normalised: each word takes the other's without overflow
+      for (int k = 0; k < core::exact::kWords; ++k) w[k] += extra_[static_cast<std::size_t>(k)];
+      core::exact::normalize(w);
+      flags |= extra_flags_;
+    }
     if (spec_.w == what::reduce && spec_.o == op::mean) {
       if (n == 0) return float_value(r_, kNaN);
       return float_value(r_, core::exact::round_to<double>(w, flags) / static_cast<double>(n));

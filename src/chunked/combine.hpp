@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "core/context.hpp"
 #include "tally/tally.hpp"
@@ -62,6 +63,9 @@ class combiner {
   // The result of everything folded, n elements in all; carry: the exact modes' accumulator as
   // copied from the device (carry_bytes()), null otherwise. reduce and dot.
   value result(const long long* carry, std::uint64_t n) const;
+  // Exact plans: adds an exact sum computed elsewhere (the host's share, src/cpu/exact_sum:
+  // core::exact::kWords normalised words and the special-value flags) to the carry at result().
+  void add_exact(const long long* words, unsigned flags);
   stats stats_result() const;
   void reset();
 
@@ -75,6 +79,8 @@ class combiner {
   bool nan_ = false;       // norm2: a NaN piece
   __int128 wide_ = 0;      // integer mean: the exact sum
   stats st_;               // stats
+  std::vector<long long> extra_;  // exact plans: add_exact's words (empty: none)
+  unsigned extra_flags_ = 0;
 };
 
 }  // namespace tally::chunked

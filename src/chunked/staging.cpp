@@ -224,6 +224,12 @@ std::uint64_t chunk_elements(const staging_shape& s, std::uint64_t n, std::size_
   return bytes / elem;
 }
 
+void prepare_staging(const core::device_context& dev, int inputs) {
+  device_staging& st = staging_of(dev);
+  std::lock_guard<std::mutex> busy(st.busy);
+  st.prepare(current_shape(), inputs);
+}
+
 void feed(accumulation& acc, const source* src, int inputs, std::uint64_t n) {
   if (n == 0) return;
   bool all_device = true;

@@ -54,6 +54,11 @@ staging_shape current_shape();
 // on the host's threads or timing.
 std::uint64_t chunk_elements(const staging_shape& s, std::uint64_t n, std::size_t elem);
 
+// Makes dev's staging (pinned slots, device buffers, copy stream, cut as current_shape()) for
+// `inputs` inputs now instead of at the first feed that needs it: a head start (head_start.hpp)
+// pins it while the host's cores are reducing. May be called from any thread.
+void prepare_staging(const core::device_context& dev, int inputs);
+
 // Reduces n elements of each of `inputs` sources (1; 2 for dot) into acc: all-device feeds as one
 // piece, others chunk by chunk through the current device's staging. Returns once every host
 // element has been read (the last copies and kernels may still be running on acc's stream).

@@ -1,10 +1,21 @@
 #include "cli/streamed.hpp"
 
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <optional>
 
 #include <fmt/format.h>
 
+#include "chunked/head_start.hpp"
 #include "cli/progress.hpp"
 
 namespace tally::cli {
@@ -46,6 +57,46 @@ void feed_files(reducer& r, const io::array_file* x, const io::array_file* y) {
   } while (at < n);
 }
 
+// Seconds since this process started (/proc/self/stat's start time, in clock ticks since boot):
+// where the command's fixed cost goes, for TALLY_DEBUG_HEAD_START. NaN where unreadable.
+double process_age_s() {
+  std::ifstream f("/proc/self/stat");
+  std::string line;
+  if (!std::getline(f, line)) return std::nan("");
+  const std::size_t close = line.rfind(')');
+  if (close == std::string::npos) return std::nan("");
+  std::istringstream in(line.substr(close + 1));
+  std::string field;
+  for (int k = 3; k <= 22; ++k) in >> field;  // field 22: starttime
+  timespec now{};
+  if (!in || clock_gettime(CLOCK_BOOTTIME, &now) != 0) return std::nan("");
+  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec) -
+         static_cast<double>(std::stoull(field)) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// While alive: SIGBUS (a mapped file read past its end after it shrank) ends the process with a
+// message naming the file instead of a crash. The message is made before, the handler only writes.
+char g_sigbus_message[512];
+extern "C" void on_sigbus(int) {
+  const ssize_t w = ::write(STDERR_FILENO, g_sigbus_message, std::strlen(g_sigbus_message));
+  (void)w;
+  std::_Exit(1);
+}
+struct sigbus_guard {
+  struct sigaction old {};
+  explicit sigbus_guard(const std::string& path) {
+    std::snprintf(g_sigbus_message, sizeof g_sigbus_message,
+                  "tally: error: '%s' became shorter while it was being read\n", path.c_str());
+    struct sigaction sa {};
+    sa.sa_handler = on_sigbus;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGBUS, &sa, &old);
+  }
+  ~sigbus_guard() { ::sigaction(SIGBUS, &old, nullptr); }
+  sigbus_guard(const sigbus_guard&) = delete;
+  sigbus_guard& operator=(const sigbus_guard&) = delete;
+};
+
 }  // namespace
 
 bool is_npy_path(const std::string& path) {
@@ -71,6 +122,42 @@ io::array_file open_array(const std::string& path, const std::string& dtype_name
 }
 
 value reduce_file(const io::array_file& f, op o, const options& opt) {
+  const chunked::spec s{chunked::what::reduce, f.type(), o, opt};
+  if (chunked::head_start_applies(s)) {
+    // Float sums and means: the host's cores reduce the file from its start while CUDA starts,
+    // exactly, and the GPU the rest (src/chunked/head_start.hpp).
+    file_pieces pieces;
+    pieces.files[0] = &f;
+    const std::uint64_t es = dtype_size(f.type()), n = f.count();
+    const double total_gib = static_cast<double>(n * es) / 1073741824.0;
+    progress bar("reading " + f.path());
+    const auto start = std::chrono::steady_clock::now();
+    const char* debug = std::getenv("TALLY_DEBUG_HEAD_START");
+    const double age = debug != nullptr && *debug != '\0' ? process_age_s() : 0.0;
+    chunked::head_start_report report;
+    // TALLY_HEAD_START_MAPPED=1 (an experiment, not yet measured on a GPU machine): the host's
+    // threads read the file mapped, in place, instead of pread into buffers of their own (a copy
+    // out of the page cache); a file cut short meanwhile faults them with SIGBUS, which ends the
+    // command with that said.
+    const char* map_env = std::getenv("TALLY_HEAD_START_MAPPED");
+    const void* mapped = map_env != nullptr && std::strcmp(map_env, "1") == 0 ? f.mapped() : nullptr;
+    const sigbus_guard guard(f.path());
+    const value v = chunked::reduce_with_head_start(
+        s, n, fill_from_files, &pieces, 0,
+        [&](std::uint64_t done) {
+          const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          const double bytes = static_cast<double>(done * es);
+          bar.step(fmt::format("{:.1f} of {:.1f} GiB, {:.1f} GB/s", bytes / 1073741824.0, total_gib, bytes / sec / 1e9));
+        },
+        &report, mapped);
+    if (debug != nullptr && *debug != '\0')
+      fmt::print(stderr, "head start: the host's {} threads reduced {} of {} elements ({:.1f}%), the GPU was ready after "
+                 "{:.3f} s, done after {:.3f} s (the process was {:.2f} s old at the start, {:.2f} s at the end)\n",
+                 report.host_threads, report.host_elements, n,
+                 n ? 100.0 * static_cast<double>(report.host_elements) / static_cast<double>(n) : 0.0,
+                 report.gpu_ready_s, report.total_s, age, process_age_s());
+    return v;
+  }
   reducer r = reducer::for_reduce(f.type(), o, opt);
   feed_files(r, &f, nullptr);
   return r.result();

@@ -1,6 +1,7 @@
 #include "io/npy.hpp"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -214,13 +215,25 @@ array_file::array_file(const std::string& path, int fd, dtype type, std::uint64_
       data_offset_(data_offset) {}
 
 array_file::~array_file() {
+  if (map_ != nullptr && map_ != MAP_FAILED) ::munmap(map_, map_bytes_);
   if (fd_ >= 0) ::close(fd_);
 }
 
 array_file::array_file(array_file&& o) noexcept
     : path_(std::move(o.path_)), fd_(o.fd_), type_(o.type_), count_(o.count_), shape_(std::move(o.shape_)),
-      fortran_order_(o.fortran_order_), data_offset_(o.data_offset_) {
+      fortran_order_(o.fortran_order_), data_offset_(o.data_offset_), map_(o.map_), map_bytes_(o.map_bytes_) {
   o.fd_ = -1;
+  o.map_ = nullptr;
+  o.map_bytes_ = 0;
+}
+
+const void* array_file::mapped() const {
+  if (map_ == nullptr) {
+    map_bytes_ = static_cast<std::size_t>(data_offset_ + count_ * dtype_size(type_));
+    map_ = count_ == 0 ? MAP_FAILED : ::mmap(nullptr, map_bytes_, PROT_READ, MAP_SHARED, fd_, 0);
+  }
+  if (map_ == MAP_FAILED) return nullptr;
+  return static_cast<const unsigned char*>(map_) + data_offset_;
 }
 
 namespace {

@@ -71,6 +71,11 @@ class array_file {
   // Elements [first, first + count) into dst; throws naming the file if it cannot be read or has
   // become shorter since it was opened.
   void read(void* dst, std::uint64_t first, std::uint64_t count) const;
+  // The elements mapped read-only into memory (mmap of the file, made on the first call, unmapped
+  // with the object), for readers that take the data in place; null where the file cannot be
+  // mapped (callers then read()). Not thread-safe on the first call. A file that shrinks while
+  // mapped makes reads of the lost pages fault with SIGBUS (see cli/streamed.cpp).
+  const void* mapped() const;
 
  private:
   std::string path_;
@@ -80,6 +85,8 @@ class array_file {
   std::vector<std::uint64_t> shape_;
   bool fortran_order_ = false;
   std::uint64_t data_offset_ = 0;
+  mutable void* map_ = nullptr;  // mapped(): the whole file, or MAP_FAILED once it failed
+  mutable std::size_t map_bytes_ = 0;
 };
 // A .npy file (its size must match the header exactly) or a raw file of `type` elements.
 array_file open_npy(const std::string& path);

@@ -1,0 +1,189 @@
+#include "chunked/head_start.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "chunked/accumulation.hpp"
+#include "chunked/staging.hpp"
+#include "core/api_internal.hpp"
+#include "cpu/exact_sum.hpp"
+
+namespace tally::chunked {
+namespace {
+
+// Bytes a host thread reads and reduces at a time: small enough to stay in its core's L2 between
+// the read and the sum, large enough that claiming one costs nothing.
+constexpr std::size_t kHostPieceBytes = std::size_t(1) << 20;
+// Elements the GPU takes per feed, between progress reports.
+constexpr std::uint64_t kGpuStepBytes = std::uint64_t(1) << 30;
+
+using steady = std::chrono::steady_clock;
+double seconds_since(steady::time_point t0) { return std::chrono::duration<double>(steady::now() - t0).count(); }
+
+// The producer seen from the GPU's side: elements from `base` on.
+struct shifted {
+  reducer::fill_fn fill;
+  void* context;
+  std::uint64_t base;
+};
+void fill_shifted(void* context, int input, void* dst, std::uint64_t first, std::uint64_t count) {
+  const auto* s = static_cast<const shifted*>(context);
+  s->fill(s->context, input, dst, s->base + first, count);
+}
+
+}  // namespace
+
+bool head_start_applies(const spec& s) {
+  const char* env = std::getenv("TALLY_HEAD_START");
+  if (env != nullptr && std::strcmp(env, "0") == 0) return false;
+  return s.w == what::reduce && (s.o == op::sum || s.o == op::mean) && cpu::exact_sum_takes(s.t);
+}
+
+value reduce_with_head_start(const spec& s, std::uint64_t n, reducer::fill_fn fill, void* context, int ordinal,
+                             const std::function<void(std::uint64_t)>& progress, head_start_report* report,
+                             const void* host_data) {
+  if (!head_start_applies(s)) throw error("tally: internal error: a head start for a reduction it does not apply to");
+  const auto t0 = steady::now();
+  spec exact = s;
+  exact.opt.mode = accuracy::exact;  // both shares exact: the split cannot change the result
+  const std::size_t elem = dtype_size(s.t);
+
+  std::mutex m;
+  std::condition_variable cv;
+  bool gpu_ready = false;
+  std::atomic<bool> ready{false}, failed{false};  // the host takes no more pieces once either is set
+  std::exception_ptr gpu_error, host_error;
+  double ready_s = 0;
+
+  // The GPU side, made on a thread of its own: CUDA's context, the accumulation's memory and the
+  // staging's pinned slots.
+  const core::device_context* dev = nullptr;
+  std::unique_ptr<accumulation_memory> memory;
+  std::unique_ptr<accumulation> acc;
+  std::thread gpu([&] {
+    try {
+      int count = 0;
+      if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+        (void)cudaGetLastError();
+        (void)core::current_context();  // throws, saying that there is no GPU and why
+      }
+      if (ordinal < 0 || ordinal >= count)
+        throw error("tally: the head start's GPU " + std::to_string(ordinal) + " does not exist (" +
+                    std::to_string(count) + " CUDA GPUs)");
+      core::check_cuda(cudaSetDevice(ordinal), "cudaSetDevice(the head start's GPU)");
+      dev = &core::current_context();
+      memory = std::make_unique<accumulation_memory>();
+      acc = std::make_unique<accumulation>(exact, *dev, nullptr, *memory);
+      prepare_staging(*dev, 1);
+    } catch (...) {
+      gpu_error = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lk(m);
+    gpu_ready = true;
+    ready_s = seconds_since(t0);
+    ready = true;
+    if (gpu_error) failed = true;
+    cv.notify_all();
+  });
+
+  // The host's share: threads claim pieces from the first on until the GPU is ready. The claimed
+  // pieces are always a prefix [0, claimed) of the input, each reduced whole.
+  const std::uint64_t piece = std::max<std::uint64_t>(1, kHostPieceBytes / elem);
+  const std::uint64_t pieces = (n + piece - 1) / piece;
+  // Every core but one (the GPU's thread spends CUDA's start-up on it), at most 32; or
+  // TALLY_HOST_THREADS, as for the staging.
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  const int wanted = std::getenv("TALLY_HOST_THREADS") != nullptr ? current_shape().threads
+                                                                   : static_cast<int>(std::min(32u, std::max(1u, hw - 1)));
+  const int threads = static_cast<int>(std::min<std::uint64_t>(wanted, std::max<std::uint64_t>(pieces, 1)));
+  // TALLY_HEAD_START_MIN_MIB (tests): the host takes at least this much before the GPU joins.
+  const char* min_env = std::getenv("TALLY_HEAD_START_MIN_MIB");
+  const std::uint64_t min_pieces =
+      min_env == nullptr ? 0 : ((std::strtoull(min_env, nullptr, 10) << 20) / elem + piece - 1) / piece;
+  std::atomic<std::uint64_t> next{0}, host_done{0};
+  std::vector<std::unique_ptr<cpu::exact_sum>> sums;
+  for (int k = 0; k < threads; ++k) sums.push_back(std::make_unique<cpu::exact_sum>(s.t));
+  std::vector<std::thread> workers;
+  for (int k = 0; k < threads; ++k)
+    workers.emplace_back([&, k] {
+      try {
+        std::vector<unsigned char> buf(host_data != nullptr ? 0 : piece * elem);
+        for (;;) {
+          if (failed.load(std::memory_order_acquire)) return;
+          if (ready.load(std::memory_order_acquire) && next.load() >= min_pieces) return;
+          const std::uint64_t j = next.fetch_add(1);
+          if (j >= pieces) return;
+          const std::uint64_t first = j * piece, count = std::min(piece, n - first);
+          if (host_data != nullptr) {
+            sums[static_cast<std::size_t>(k)]->add(static_cast<const unsigned char*>(host_data) + first * elem, count);
+          } else {
+            fill(context, 0, buf.data(), first, count);
+            sums[static_cast<std::size_t>(k)]->add(buf.data(), count);
+          }
+          host_done.fetch_add(count, std::memory_order_relaxed);
+        }
+      } catch (...) {
+        std::lock_guard<std::mutex> lk(m);
+        if (!host_error) host_error = std::current_exception();
+        failed = true;
+        cv.notify_all();
+      }
+    });
+  {
+    std::unique_lock<std::mutex> lk(m);
+    while (!gpu_ready && !host_error) {
+      cv.wait_for(lk, std::chrono::milliseconds(100));
+      if (progress && !gpu_ready && !host_error) {
+        lk.unlock();
+        progress(host_done.load());
+        lk.lock();
+      }
+    }
+  }
+  for (std::thread& w : workers) w.join();
+  gpu.join();
+  if (host_error) std::rethrow_exception(host_error);
+  if (gpu_error) std::rethrow_exception(gpu_error);
+  const std::uint64_t host_end = std::min(n, std::min(next.load(), pieces) * piece);
+
+  // The GPU's share: the rest, streamed through the staging into the exact carry.
+  const core::device_scope on_gpu(ordinal, "cudaSetDevice(the head start's GPU)");
+  shifted rest{fill, context, host_end};
+  source src;
+  src.kind = source::from::producer;
+  src.fill = fill_shifted;
+  src.context = &rest;
+  const std::uint64_t step = std::max<std::uint64_t>(1, kGpuStepBytes / elem);
+  for (std::uint64_t at = host_end; at < n;) {
+    const std::uint64_t count = std::min(step, n - at);
+    rest.base = at;
+    feed(*acc, &src, 1, count);
+    at += count;
+    if (progress) progress(at);
+  }
+  // Both shares, added exactly, rounded once.
+  cpu::exact_sum host(s.t);
+  for (const auto& h : sums) host.merge(*h);
+  if (host.count() != host_end) throw error("tally: internal error: the head start's host share lost elements");
+  acc->add_exact(host.words(), host.flags(), host.count());
+  const value v = acc->result();
+  if (report != nullptr) {
+    report->host_elements = host_end;
+    report->host_threads = threads;
+    report->gpu_ready_s = ready_s;
+    report->total_s = seconds_since(t0);
+  }
+  return v;
+}
+
+}  // namespace tally::chunked
