@@ -73,7 +73,10 @@ def main():
     # The head start (the host's cores sum the file exactly while CUDA starts, the GPU the rest;
     # src/chunked/head_start.hpp), with the host threads reading the mapped file in place
     # (TALLY_HEAD_START_MAPPED=1), and the GPU-only path (TALLY_HEAD_START=0), alternating.
+    # TALLY_HEAD_START_SHARE=1: the host keeps taking pieces after the GPU is ready.
     paths = [("head start (host cores + GPU)", {}), ("head start, file mapped", {"TALLY_HEAD_START_MAPPED": "1"}),
+             ("head start, shared to the end", {"TALLY_HEAD_START_SHARE": "1"}),
+             ("head start, mapped and shared", {"TALLY_HEAD_START_MAPPED": "1", "TALLY_HEAD_START_SHARE": "1"}),
              ("GPU only (TALLY_HEAD_START=0)", {"TALLY_HEAD_START": "0"})]
     times = {what: [] for what, _ in paths}
     for rep in range(3):

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -39,6 +40,16 @@ struct host_takes_at_least {
   explicit host_takes_at_least(const char* mib) { setenv("TALLY_HEAD_START_MIN_MIB", mib, 1); }
   ~host_takes_at_least() { unsetenv("TALLY_HEAD_START_MIN_MIB"); }
 };
+
+// The message of any exception fn throws ("" if none).
+std::string error_of_any(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
 
 template <class T>
 void matches_device_exact(std::uint64_t n, std::uint32_t seed) {
@@ -97,6 +108,27 @@ TEST(HeadStartGpu, ALargeHostShareChangesNothing) {
   const host_takes_at_least all("1024");  // the host takes everything, the GPU nothing
   matches_device_exact<float>(1000, test_seed() + 7);
   matches_device_exact<float>(1, test_seed() + 8);
+}
+
+// TALLY_HEAD_START_SHARE=1: the host and the GPU claim pieces from one counter to the end, so the
+// shares interleave (the host's 1 MiB pieces between the GPU's 64 MiB groups).
+TEST(HeadStartGpu, SharedToTheEndChangesNothing) {
+  TALLY_REQUIRE_GPU();
+  setenv("TALLY_HEAD_START_SHARE", "1", 1);
+  matches_device_exact<float>(50000017, test_seed() + 9);  // 200 MB: several GPU groups
+  matches_device_exact<double>(1000003, test_seed() + 10);
+  {
+    const host_takes_at_least four("4");
+    matches_device_exact<bf16>(3000019, test_seed() + 11);
+  }
+  std::vector<float> h(4u << 20, 1.0f);
+  array_source src{reinterpret_cast<const unsigned char*>(h.data()), 4};
+  src.fail_at = h.size() - 10;
+  const chunked::spec s{chunked::what::reduce, dtype::f32, op::sum, {}};
+  EXPECT_NE(error_of_any([&] { (void)chunked::reduce_with_head_start(s, h.size(), fill_array, &src, 0, nullptr); })
+                .find("failed on purpose"),
+            std::string::npos);
+  unsetenv("TALLY_HEAD_START_SHARE");
 }
 
 TEST(HeadStartGpu, SpecialValuesAndEmptyInput) {

@@ -26,6 +26,8 @@ namespace {
 constexpr std::size_t kHostPieceBytes = std::size_t(1) << 20;
 // Elements the GPU takes per feed, between progress reports.
 constexpr std::uint64_t kGpuStepBytes = std::uint64_t(1) << 30;
+// Bytes the GPU claims at a time when it shares the counter with the host (TALLY_HEAD_START_SHARE).
+constexpr std::uint64_t kGpuGroupBytes = std::uint64_t(64) << 20;
 
 using steady = std::chrono::steady_clock;
 double seconds_since(steady::time_point t0) { return std::chrono::duration<double>(steady::now() - t0).count(); }
@@ -97,7 +99,7 @@ value reduce_with_head_start(const spec& s, std::uint64_t n, reducer::fill_fn fi
   });
 
   // The host's share: threads claim pieces from the first on until the GPU is ready. The claimed
-  // pieces are always a prefix [0, claimed) of the input, each reduced whole.
+  // pieces are then a prefix [0, claimed) of the input, each reduced whole.
   const std::uint64_t piece = std::max<std::uint64_t>(1, kHostPieceBytes / elem);
   const std::uint64_t pieces = (n + piece - 1) / piece;
   // Every core but one (the GPU's thread spends CUDA's start-up on it), at most 32; or
@@ -110,6 +112,12 @@ value reduce_with_head_start(const spec& s, std::uint64_t n, reducer::fill_fn fi
   const char* min_env = std::getenv("TALLY_HEAD_START_MIN_MIB");
   const std::uint64_t min_pieces =
       min_env == nullptr ? 0 : ((std::strtoull(min_env, nullptr, 10) << 20) / elem + piece - 1) / piece;
+  // TALLY_HEAD_START_SHARE=1 (an experiment, not yet measured on a GPU machine): the host keeps
+  // taking pieces after the GPU is ready, the GPU taking groups of them from the same counter,
+  // so each side takes what it can (a page-cached file on many cores may be done faster by the
+  // host alone); the shares are no longer a prefix and the rest, but they still add exactly.
+  const char* share_env = std::getenv("TALLY_HEAD_START_SHARE");
+  const bool share = share_env != nullptr && std::strcmp(share_env, "1") == 0;
   std::atomic<std::uint64_t> next{0}, host_done{0};
   std::vector<std::unique_ptr<cpu::exact_sum>> sums;
   for (int k = 0; k < threads; ++k) sums.push_back(std::make_unique<cpu::exact_sum>(s.t));
@@ -120,7 +128,7 @@ value reduce_with_head_start(const spec& s, std::uint64_t n, reducer::fill_fn fi
         std::vector<unsigned char> buf(host_data != nullptr ? 0 : piece * elem);
         for (;;) {
           if (failed.load(std::memory_order_acquire)) return;
-          if (ready.load(std::memory_order_acquire) && next.load() >= min_pieces) return;
+          if (!share && ready.load(std::memory_order_acquire) && next.load() >= min_pieces) return;
           const std::uint64_t j = next.fetch_add(1);
           if (j >= pieces) return;
           const std::uint64_t first = j * piece, count = std::min(piece, n - first);
@@ -150,35 +158,73 @@ value reduce_with_head_start(const spec& s, std::uint64_t n, reducer::fill_fn fi
       }
     }
   }
-  for (std::thread& w : workers) w.join();
   gpu.join();
-  if (host_error) std::rethrow_exception(host_error);
-  if (gpu_error) std::rethrow_exception(gpu_error);
-  const std::uint64_t host_end = std::min(n, std::min(next.load(), pieces) * piece);
+  const auto stop_host = [&] {
+    failed = true;
+    for (std::thread& w : workers) w.join();
+  };
+  std::exception_ptr early;
+  {
+    std::lock_guard<std::mutex> lk(m);
+    early = host_error ? host_error : gpu_error;
+  }
+  if (early) {
+    stop_host();
+    std::rethrow_exception(early);
+  }
+  if (!share) {
+    for (std::thread& w : workers) w.join();
+    if (host_error) std::rethrow_exception(host_error);
+  }
 
-  // The GPU's share: the rest, streamed through the staging into the exact carry.
+  // The GPU's share, streamed through the staging into the exact carry: the rest after the
+  // host's prefix, or (shared) groups of pieces claimed while the host goes on.
   const core::device_scope on_gpu(ordinal, "cudaSetDevice(the head start's GPU)");
-  shifted rest{fill, context, host_end};
+  shifted rest{fill, context, 0};
   source src;
   src.kind = source::from::producer;
   src.fill = fill_shifted;
   src.context = &rest;
-  const std::uint64_t step = std::max<std::uint64_t>(1, kGpuStepBytes / elem);
-  for (std::uint64_t at = host_end; at < n;) {
-    const std::uint64_t count = std::min(step, n - at);
-    rest.base = at;
-    feed(*acc, &src, 1, count);
-    at += count;
-    if (progress) progress(at);
+  std::uint64_t gpu_elements = 0;
+  if (!share) {
+    const std::uint64_t host_end = std::min(n, std::min(next.load(), pieces) * piece);
+    const std::uint64_t step = std::max<std::uint64_t>(1, kGpuStepBytes / elem);
+    for (std::uint64_t at = host_end; at < n;) {
+      const std::uint64_t count = std::min(step, n - at);
+      rest.base = at;
+      feed(*acc, &src, 1, count);
+      at += count;
+      gpu_elements += count;
+      if (progress) progress(at);
+    }
+  } else {
+    try {
+      const std::uint64_t group = std::max<std::uint64_t>(1, (kGpuGroupBytes / elem) / piece);
+      for (;;) {
+        if (failed.load(std::memory_order_acquire)) break;
+        const std::uint64_t j = next.fetch_add(group);
+        if (j >= pieces) break;
+        const std::uint64_t first = j * piece, count = std::min(std::min(group, pieces - j) * piece, n - first);
+        rest.base = first;
+        feed(*acc, &src, 1, count);
+        gpu_elements += count;
+        if (progress) progress(host_done.load() + gpu_elements);
+      }
+    } catch (...) {
+      stop_host();
+      throw;
+    }
+    for (std::thread& w : workers) w.join();
+    if (host_error) std::rethrow_exception(host_error);
   }
   // Both shares, added exactly, rounded once.
   cpu::exact_sum host(s.t);
   for (const auto& h : sums) host.merge(*h);
-  if (host.count() != host_end) throw error("tally: internal error: the head start's host share lost elements");
+  if (host.count() + gpu_elements != n) throw error("tally: internal error: the head start lost elements");
   acc->add_exact(host.words(), host.flags(), host.count());
   const value v = acc->result();
   if (report != nullptr) {
-    report->host_elements = host_end;
+    report->host_elements = host.count();
     report->host_threads = threads;
     report->gpu_ready_s = ready_s;
     report->total_s = seconds_since(t0);

@@ -47,7 +47,7 @@ const std::vector<measured_entry>& measured_entries() {
   // The GPUs measured here. depth -1: the rule's choice was confirmed by the measurement.
   static const std::vector<measured_entry> entries = {
       {"NVIDIA H100 80GB HBM3", 132, {-1, -1, -1, -1},
-       "H100 80GB HBM3, 2026-11-23, tally bench tune --measure (docs/data/tune-h100.md)",
+       "H100 80GB HBM3, 2026-11-23, tally bench tune --measure (docs/data/tune-h100.md as of commit 64a6b5d)",
        "base shapes of 64 KiB in flight per SM read at 100.5% of the ceiling (f32 sum at 2^30); the "
        "statistics' deep shape 99.2% of the fast sum at 2^28 against 97.3% for base",
        true,
