@@ -183,5 +183,44 @@ TEST(HeadStartGpu, ABadDeviceIsRefusedByName) {
   EXPECT_EQ(chunked::reduce_with_head_start(s, 1000, fill_array, &src, 0, nullptr).as_double(), 1000.0);
 }
 
+// TALLY_HOST_SHARE=1: reduce_value of pageable memory of 64 MiB or more shares the array between
+// the host's cores and the GPU; every mode then gives the device's exact result. Below 64 MiB,
+// and for other ops, the staged path as before.
+template <class T>
+void host_share_matches(std::uint64_t n, std::uint32_t seed) {
+  std::mt19937_64 g(seed);
+  std::normal_distribution<double> nd(0, 1);
+  std::vector<T> h(n);
+  for (auto& x : h) x = make<T>(nd(g) * 100);
+  const dtype t = dtype_of<T>();
+  const device_buffer d = to_device(h);
+  options ex;
+  ex.mode = accuracy::exact;
+  for (op o : {op::sum, op::mean}) {
+    const value want = reduce_value(d.get(), n, t, o, nullptr, ex);
+    for (accuracy mode : {accuracy::fast, accuracy::exact}) {
+      options opt;
+      opt.mode = mode;
+      const value got = reduce_value(h.data(), n, t, o, nullptr, opt);
+      EXPECT_TRUE(got == want) << to_string(t) << " " << to_string(o) << " " << to_string(mode) << ": "
+                               << got.to_string() << " want " << want.to_string();
+    }
+  }
+  // An op the host does not take: the staged path, the device's result.
+  EXPECT_TRUE(reduce_value(h.data(), n, t, op::max) == reduce_value(d.get(), n, t, op::max));
+}
+
+TEST(HeadStartGpu, HostShareOfPageableArrays) {
+  TALLY_REQUIRE_GPU();
+  setenv("TALLY_HOST_SHARE", "1", 1);
+  host_share_matches<float>((std::uint64_t(64) << 20) / 4 + 12345, test_seed() + 12);
+  host_share_matches<double>((std::uint64_t(64) << 20) / 8 + 7, test_seed() + 13);
+  host_share_matches<bf16>((std::uint64_t(64) << 20) / 2 + 1, test_seed() + 14);
+  // Below 64 MiB: the staged fast sum (close to, not necessarily equal to, the exact sum).
+  std::vector<float> small(1000, 0.1f);
+  EXPECT_NEAR(reduce_value(small.data(), small.size(), dtype::f32, op::sum).as_double(), 100.0, 1e-3);
+  unsetenv("TALLY_HOST_SHARE");
+}
+
 }  // namespace
 }  // namespace tally::test

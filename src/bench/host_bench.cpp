@@ -133,6 +133,16 @@ report run_host_bench(const host_bench_options& opt) {
       }), [&] { return ve.to_string(); });
   const value vd = reduce_value(d, n, dtype::f32, op::sum, nullptr, exact);
   rep.meta["exact_same_bits_as_device"] = ve == vd ? "yes" : "NO: device " + vd.to_string();
+  {
+    // The host's cores summing the array in place while the GPU takes pieces of it through the
+    // staging (src/chunked/head_start.hpp; an experiment): the exact sum in every mode.
+    const env_setting on("TALLY_HOST_SHARE", "1");
+    value vs;
+    row("tally::reduce_value(pageable), host cores + GPU (TALLY_HOST_SHARE=1)", wall_median(opt.reps, [&] {
+          vs = reduce_value(pageable.get(), n, dtype::f32, op::sum);
+        }), [&] { return vs.to_string(); });
+    rep.meta["host_share_same_bits_as_device_exact"] = vs == vd ? "yes" : "NO: " + vs.to_string();
+  }
   stats st;
   row("tally::stats_value(pageable)", wall_median(opt.reps, [&] { st = stats_value(pageable.get(), n, dtype::f32); }),
       [&] { return "mean " + std::to_string(st.mean); });

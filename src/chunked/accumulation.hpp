@@ -52,6 +52,7 @@ class accumulation {
   std::uint64_t count() const noexcept { return count_; }
   cudaStream_t stream() const noexcept { return stream_; }
   const spec& what_of() const noexcept { return spec_; }
+  bool plan_exact() const noexcept { return comb_.plan().exact; }
   const core::device_context& device() const noexcept { return *dev_; }
 
   static constexpr int kSlots = accumulation_memory::kSlots;

@@ -28,6 +28,9 @@ constexpr std::size_t kHostPieceBytes = std::size_t(1) << 20;
 constexpr std::uint64_t kGpuStepBytes = std::uint64_t(1) << 30;
 // Bytes the GPU claims at a time when it shares the counter with the host (TALLY_HEAD_START_SHARE).
 constexpr std::uint64_t kGpuGroupBytes = std::uint64_t(64) << 20;
+// Smallest pageable input the library's host path shares with the host's cores (TALLY_HOST_SHARE):
+// below it, starting the threads costs more than they save.
+constexpr std::uint64_t kHostShareMinBytes = std::uint64_t(64) << 20;
 
 using steady = std::chrono::steady_clock;
 double seconds_since(steady::time_point t0) { return std::chrono::duration<double>(steady::now() - t0).count(); }
@@ -51,10 +54,15 @@ bool head_start_applies(const spec& s) {
   return s.w == what::reduce && (s.o == op::sum || s.o == op::mean) && cpu::exact_sum_takes(s.t);
 }
 
-value reduce_with_head_start(const spec& s, std::uint64_t n, reducer::fill_fn fill, void* context, int ordinal,
-                             const std::function<void(std::uint64_t)>& progress, head_start_report* report,
-                             const void* host_data) {
-  if (!head_start_applies(s)) throw error("tally: internal error: a head start for a reduction it does not apply to");
+namespace {
+
+// The host's threads and the GPU over one input. given: the GPU side, ready (the library's host
+// path), or null: made on a thread of its own (CUDA's context, the accumulation's memory, the
+// staging's pinned slots) while the host starts. fill null: the input is host_data itself, which
+// the GPU's share reads through the staging as pageable memory.
+value run(const spec& s, std::uint64_t n, reducer::fill_fn fill, void* context, const void* host_data, int ordinal,
+          accumulation* given, bool share, const std::function<void(std::uint64_t)>& progress,
+          head_start_report* report) {
   const auto t0 = steady::now();
   spec exact = s;
   exact.opt.mode = accuracy::exact;  // both shares exact: the split cannot change the result
@@ -62,8 +70,8 @@ value reduce_with_head_start(const spec& s, std::uint64_t n, reducer::fill_fn fi
 
   std::mutex m;
   std::condition_variable cv;
-  bool gpu_ready = false;
-  std::atomic<bool> ready{false}, failed{false};  // the host takes no more pieces once either is set
+  bool gpu_ready = given != nullptr;
+  std::atomic<bool> ready{given != nullptr}, failed{false};  // the host stops on failed (and on ready unless sharing)
   std::exception_ptr gpu_error, host_error;
   double ready_s = 0;
 
@@ -71,8 +79,10 @@ value reduce_with_head_start(const spec& s, std::uint64_t n, reducer::fill_fn fi
   // staging's pinned slots.
   const core::device_context* dev = nullptr;
   std::unique_ptr<accumulation_memory> memory;
-  std::unique_ptr<accumulation> acc;
-  std::thread gpu([&] {
+  std::unique_ptr<accumulation> made;
+  accumulation* acc = given;
+  std::thread gpu;
+  if (given == nullptr) gpu = std::thread([&] {
     try {
       int count = 0;
       if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
@@ -85,7 +95,8 @@ value reduce_with_head_start(const spec& s, std::uint64_t n, reducer::fill_fn fi
       core::check_cuda(cudaSetDevice(ordinal), "cudaSetDevice(the head start's GPU)");
       dev = &core::current_context();
       memory = std::make_unique<accumulation_memory>();
-      acc = std::make_unique<accumulation>(exact, *dev, nullptr, *memory);
+      made = std::make_unique<accumulation>(exact, *dev, nullptr, *memory);
+      acc = made.get();
       prepare_staging(*dev, 1);
     } catch (...) {
       gpu_error = std::current_exception();
@@ -112,12 +123,9 @@ value reduce_with_head_start(const spec& s, std::uint64_t n, reducer::fill_fn fi
   const char* min_env = std::getenv("TALLY_HEAD_START_MIN_MIB");
   const std::uint64_t min_pieces =
       min_env == nullptr ? 0 : ((std::strtoull(min_env, nullptr, 10) << 20) / elem + piece - 1) / piece;
-  // TALLY_HEAD_START_SHARE=1 (an experiment, not yet measured on a GPU machine): the host keeps
-  // taking pieces after the GPU is ready, the GPU taking groups of them from the same counter,
-  // so each side takes what it can (a page-cached file on many cores may be done faster by the
-  // host alone); the shares are no longer a prefix and the rest, but they still add exactly.
-  const char* share_env = std::getenv("TALLY_HEAD_START_SHARE");
-  const bool share = share_env != nullptr && std::strcmp(share_env, "1") == 0;
+  // share: the host keeps taking pieces after the GPU is ready, the GPU taking groups of them
+  // from the same counter, so each side takes what it can; the shares are then no longer a
+  // prefix and the rest, but they still add exactly.
   std::atomic<std::uint64_t> next{0}, host_done{0};
   std::vector<std::unique_ptr<cpu::exact_sum>> sums;
   for (int k = 0; k < threads; ++k) sums.push_back(std::make_unique<cpu::exact_sum>(s.t));
@@ -158,7 +166,7 @@ value reduce_with_head_start(const spec& s, std::uint64_t n, reducer::fill_fn fi
       }
     }
   }
-  gpu.join();
+  if (gpu.joinable()) gpu.join();
   const auto stop_host = [&] {
     failed = true;
     for (std::thread& w : workers) w.join();
@@ -182,17 +190,21 @@ value reduce_with_head_start(const spec& s, std::uint64_t n, reducer::fill_fn fi
   const core::device_scope on_gpu(ordinal, "cudaSetDevice(the head start's GPU)");
   shifted rest{fill, context, 0};
   source src;
-  src.kind = source::from::producer;
+  src.kind = fill != nullptr ? source::from::producer : source::from::host;
   src.fill = fill_shifted;
   src.context = &rest;
+  const auto gpu_takes = [&](std::uint64_t first, std::uint64_t count) {
+    rest.base = first;
+    if (fill == nullptr) src.p = static_cast<const unsigned char*>(host_data) + first * elem;
+    feed(*acc, &src, 1, count);
+  };
   std::uint64_t gpu_elements = 0;
   if (!share) {
     const std::uint64_t host_end = std::min(n, std::min(next.load(), pieces) * piece);
     const std::uint64_t step = std::max<std::uint64_t>(1, kGpuStepBytes / elem);
     for (std::uint64_t at = host_end; at < n;) {
       const std::uint64_t count = std::min(step, n - at);
-      rest.base = at;
-      feed(*acc, &src, 1, count);
+      gpu_takes(at, count);
       at += count;
       gpu_elements += count;
       if (progress) progress(at);
@@ -205,8 +217,7 @@ value reduce_with_head_start(const spec& s, std::uint64_t n, reducer::fill_fn fi
         const std::uint64_t j = next.fetch_add(group);
         if (j >= pieces) break;
         const std::uint64_t first = j * piece, count = std::min(std::min(group, pieces - j) * piece, n - first);
-        rest.base = first;
-        feed(*acc, &src, 1, count);
+        gpu_takes(first, count);
         gpu_elements += count;
         if (progress) progress(host_done.load() + gpu_elements);
       }
@@ -230,6 +241,31 @@ value reduce_with_head_start(const spec& s, std::uint64_t n, reducer::fill_fn fi
     report->total_s = seconds_since(t0);
   }
   return v;
+}
+
+}  // namespace
+
+value reduce_with_head_start(const spec& s, std::uint64_t n, reducer::fill_fn fill, void* context, int ordinal,
+                             const std::function<void(std::uint64_t)>& progress, head_start_report* report,
+                             const void* host_data) {
+  if (!head_start_applies(s)) throw error("tally: internal error: a head start for a reduction it does not apply to");
+  if (fill == nullptr) throw error("tally: internal error: a head start without its producer");
+  // TALLY_HEAD_START_SHARE=1 (an experiment, not yet measured on a GPU machine): the host goes
+  // on after the GPU is ready (a page-cached file on many cores may be done sooner by the host).
+  const char* share_env = std::getenv("TALLY_HEAD_START_SHARE");
+  const bool share = share_env != nullptr && std::strcmp(share_env, "1") == 0;
+  return run(s, n, fill, context, host_data, ordinal, nullptr, share, progress, report);
+}
+
+bool host_share_applies(const spec& s, std::uint64_t n) {
+  const char* env = std::getenv("TALLY_HOST_SHARE");
+  return env != nullptr && std::strcmp(env, "1") == 0 && n * dtype_size(s.t) >= kHostShareMinBytes &&
+         head_start_applies(s);
+}
+
+value reduce_host_shared(const spec& s, accumulation& acc, std::uint64_t n, const void* data, head_start_report* report) {
+  if (!acc.plan_exact()) throw error("tally: internal error: a shared host reduction into an accumulation that is not exact");
+  return run(s, n, nullptr, nullptr, data, acc.device().ordinal, &acc, true, nullptr, report);
 }
 
 }  // namespace tally::chunked

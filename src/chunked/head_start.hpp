@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "chunked/accumulation.hpp"
 #include "chunked/combine.hpp"
 #include "tally/tally.hpp"
 
@@ -41,5 +42,14 @@ struct head_start_report {
 value reduce_with_head_start(const spec& s, std::uint64_t n, reducer::fill_fn fill, void* context, int ordinal,
                              const std::function<void(std::uint64_t)>& progress, head_start_report* report = nullptr,
                              const void* host_data = nullptr);
+
+// The library's host path (reduce, reduce_value of pageable memory; TALLY_HOST_SHARE=1, an
+// experiment not yet measured on a GPU machine): the host's cores sum the array in place while the
+// GPU reduces pieces of it through the staging, both claiming from one counter, exactly.
+// host_share_applies: the experiment is on, the reduction is one head_start_applies takes, and
+// the input is at least 64 MiB. acc: the caller's accumulation, made for the exact mode of s.
+bool host_share_applies(const spec& s, std::uint64_t n);
+value reduce_host_shared(const spec& s, accumulation& acc, std::uint64_t n, const void* data,
+                         head_start_report* report = nullptr);
 
 }  // namespace tally::chunked

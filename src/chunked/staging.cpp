@@ -17,6 +17,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "chunked/head_start.hpp"
 #include "core/api_internal.hpp"
 #include "core/memory.hpp"
 
@@ -364,6 +365,16 @@ void host_reduce(const char* fn, const spec& s, const source* src, int inputs, s
   device_staging& st = staging_of(dev);
   std::lock_guard<std::mutex> lock(st.one_shot_mutex);
   if (!st.one_shot) st.one_shot = std::make_unique<accumulation_memory>();
+  if (inputs == 1 && src[0].kind == source::from::host && host_share_applies(s, n)) {
+    // The host's cores and the GPU share the array, exactly (head_start.hpp; TALLY_HOST_SHARE=1).
+    spec exact = s;
+    exact.opt.mode = accuracy::exact;
+    accumulation acc(exact, dev, stream, *st.one_shot);
+    unsigned char bytes[accumulation_memory::kMaxPartial] = {};
+    const std::size_t size = encode_result(s, reduce_host_shared(s, acc, n, src[0].p), bytes);
+    check_cuda(cudaMemcpyAsync(d_out, bytes, size, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync(the result to d_out)");
+    return;
+  }
   accumulation acc(s, dev, stream, *st.one_shot);
   feed(acc, src, inputs, n);
   unsigned char bytes[accumulation_memory::kMaxPartial] = {};
