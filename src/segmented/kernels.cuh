@@ -517,12 +517,28 @@ __global__ void __launch_bounds__(BLOCK) seg_columns_kernel(seg_args<T, Op> a) {
 // apart), down the whole axis in order with kThinLoads loads in flight (rows k .. k + 8 / M - 1
 // of each of its M vectors); each result is the op's fold over k = 0, 1, ... Item i is vector
 // i % (inner / VN) of outer slice i / (inner / VN). No shared memory, no partials, no barrier.
+// VN adjacent elements at p (aligned to VN elements) into the first VN of a vector: one 16-, 8-,
+// 4- or 2-byte load.
 template <int VN, class T>
 __device__ __forceinline__ vec16<T> load_cols(const T* p) {
-  if constexpr (VN > 1) return core::load_vec<core::load_hint::ldg>(reinterpret_cast<const vec16<T>*>(p));
-  else {
+  constexpr int kBytes = VN * static_cast<int>(sizeof(T));
+  static_assert(kBytes <= 16 && (kBytes & (kBytes - 1)) == 0, "a power-of-two part of 16 bytes");
+  if constexpr (kBytes == 16) {
+    return core::load_vec<core::load_hint::ldg>(reinterpret_cast<const vec16<T>*>(p));
+  } else {
     vec16<T> v;
-    v.e[0] = *p;
+    if constexpr (VN == 1) {
+      v.e[0] = *p;
+    } else if constexpr (kBytes == 8) {
+      const uint2 r = __ldg(reinterpret_cast<const uint2*>(p));
+      __builtin_memcpy(&v, &r, 8);
+    } else if constexpr (kBytes == 4) {
+      const unsigned r = __ldg(reinterpret_cast<const unsigned*>(p));
+      __builtin_memcpy(&v, &r, 4);
+    } else {
+      const unsigned short r = __ldg(reinterpret_cast<const unsigned short*>(p));
+      __builtin_memcpy(&v, &r, 2);
+    }
     return v;
   }
 }

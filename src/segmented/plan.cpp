@@ -71,7 +71,7 @@ void fill_columns(plan& r, const problem& p, bool vec, std::uint64_t per_vec, st
           (per > 1 ? ", " + std::to_string(per) + " blocks per tile" : "");
 }
 // A thin plan: a thread per `m` vectors of results.
-void fill_thin(plan& r, const problem& p, bool vec, std::uint64_t per_vec, int m, std::uint64_t items) {
+void fill_thin(plan& r, const problem& p, bool vec, std::uint64_t per_vec, int m, std::uint64_t items, int elem_bytes) {
   r.how = strategy::thin;
   r.vec = vec;
   r.group = m;
@@ -80,7 +80,8 @@ void fill_thin(plan& r, const problem& p, bool vec, std::uint64_t per_vec, int m
   r.why = "inner " + std::to_string(p.inner) + ", axis " + std::to_string(p.length) + " (stride " +
           std::to_string(p.length_stride) + "): a thread per " + (m > 1 ? std::to_string(m) + " vectors" : "vector") +
           " of " + std::to_string(per_vec) + " results down the axis" +
-          (vec ? ", 16-byte loads" : ", element loads (rows not 16-byte aligned)");
+          (vec ? ", " + std::to_string(per_vec * static_cast<std::uint64_t>(elem_bytes)) + "-byte loads"
+               : std::string(", element loads (rows not 16-byte aligned)"));
 }
 // Resident blocks of the columns kernel on the whole GPU (the occupancy the launcher asked for, or
 // max_threads_per_sm / kColumnsBlock per SM where unknown).
@@ -148,10 +149,13 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
     const std::uint64_t items = p.outer * vecs;  // vectors (or elements) of adjacent results
     const std::uint64_t resident_threads = sms * static_cast<std::uint64_t>(std::max(1, d.max_threads_per_sm));
     if (p.length <= kThinLength || 2 * items >= resident_threads) {
-      // A thread per vector of results down the whole axis: every SM has enough of them.
-      const bool wide = p.length < static_cast<std::uint64_t>(kThinLoads) && thin_wide_ok(static_cast<int>(per_vec), acc_bytes) &&
-                        items >= kThinWide * resident_threads;
-      fill_thin(r, p, vec, per_vec, wide ? kThinWide : 1, items);
+      // A thread per vector of results down the whole axis: every SM has enough of them. The
+      // vector holds fewer results where their accumulators are large (thin_results).
+      const std::uint64_t thin_vec = vec ? static_cast<std::uint64_t>(thin_results(elem_bytes, acc_bytes)) : 1;
+      const std::uint64_t thin_items = p.outer * ceil_div(p.inner, thin_vec);
+      const bool wide = p.length < static_cast<std::uint64_t>(kThinLoads) &&
+                        thin_wide_ok(static_cast<int>(thin_vec), acc_bytes) && thin_items >= kThinWide * resident_threads;
+      fill_thin(r, p, vec, thin_vec, wide ? kThinWide : 1, thin_items, elem_bytes);
       return r;
     }
     // Columns: a tile of adjacent results, lanes along the axis.
@@ -273,14 +277,16 @@ std::vector<plan> column_candidates(const problem& p, int elem_bytes, int acc_by
   if (p.contiguous() || p.results() == 0) return out;
   const bool vec = columns_vec(p, elem_bytes);
   const std::uint64_t per_vec = vec ? 16 / static_cast<std::uint64_t>(elem_bytes) : 1;
-  const std::uint64_t vecs = ceil_div(p.inner, per_vec), items = p.outer * vecs;
+  const std::uint64_t vecs = ceil_div(p.inner, per_vec);
   const std::uint64_t resident = columns_resident(d);
   const std::uint64_t slots = d.partial_bytes / static_cast<std::uint64_t>(std::max(acc_bytes, 1));
   plan t;
-  fill_thin(t, p, vec, per_vec, 1, items);
+  const std::uint64_t thin_vec = vec ? static_cast<std::uint64_t>(thin_results(elem_bytes, acc_bytes)) : 1;
+  const std::uint64_t thin_items = p.outer * ceil_div(p.inner, thin_vec);
+  fill_thin(t, p, vec, thin_vec, 1, thin_items, elem_bytes);
   out.push_back(t);
-  if (thin_wide_ok(static_cast<int>(per_vec), acc_bytes)) {
-    fill_thin(t, p, vec, per_vec, kThinWide, items);
+  if (thin_wide_ok(static_cast<int>(thin_vec), acc_bytes)) {
+    fill_thin(t, p, vec, thin_vec, kThinWide, thin_items, elem_bytes);
     out.push_back(t);
   }
   for (std::uint64_t cv = std::min<std::uint64_t>(8, pow2_ceil(vecs)); cv <= std::min<std::uint64_t>(kColumnsBlock, pow2_ceil(vecs)); cv *= 2) {
