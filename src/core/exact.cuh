@@ -18,13 +18,7 @@
 #include <cmath>
 #include <cstring>
 
-#ifndef TALLY_HD
-#ifdef __CUDACC__
-#define TALLY_HD __host__ __device__
-#else
-#define TALLY_HD
-#endif
-#endif
+#include "core/host_device.hpp"
 
 #if defined(__FAST_MATH__) || defined(__USE_FAST_MATH__)
 #error "core/exact.cuh needs exact IEEE-754 arithmetic: do not build it with fast math"

@@ -366,8 +366,34 @@ __global__ void __launch_bounds__(BLOCK, 2) seg_split_kernel(seg_args<T, Op> a) 
   }
 }
 
-// inner > 1: a tile is col_vecs vectors of adjacent results (VN results each with 16-byte loads,
-// one without) and BLOCK / col_vecs lanes along the axis. Lane kl reads rows kl, kl + lanes, ...
+// VN adjacent elements at p (aligned to VN elements) into the first VN of a vector: one 16-, 8-,
+// 4- or 2-byte load.
+template <int VN, class T>
+__device__ __forceinline__ vec16<T> load_cols(const T* p) {
+  constexpr int kBytes = VN * static_cast<int>(sizeof(T));
+  static_assert(kBytes <= 16 && (kBytes & (kBytes - 1)) == 0, "a power-of-two part of 16 bytes");
+  if constexpr (kBytes == 16) {
+    return core::load_vec<core::load_hint::ldg>(reinterpret_cast<const vec16<T>*>(p));
+  } else {
+    vec16<T> v;
+    if constexpr (VN == 1) {
+      v.e[0] = *p;
+    } else if constexpr (kBytes == 8) {
+      const uint2 r = __ldg(reinterpret_cast<const uint2*>(p));
+      __builtin_memcpy(&v, &r, 8);
+    } else if constexpr (kBytes == 4) {
+      const unsigned r = __ldg(reinterpret_cast<const unsigned*>(p));
+      __builtin_memcpy(&v, &r, 4);
+    } else {
+      const unsigned short r = __ldg(reinterpret_cast<const unsigned short*>(p));
+      __builtin_memcpy(&v, &r, 2);
+    }
+    return v;
+  }
+}
+
+// inner > 1: a tile is col_vecs vectors of adjacent results (VN results each with vector loads,
+// one without; vector_results) and BLOCK / col_vecs lanes along the axis. Lane kl reads rows kl, kl + lanes, ...
 // of its share of the axis, kColumnLoads loads in flight; the lanes of one column combine by shuffles
 // inside a warp, then across warps in shared memory; per_seg blocks per tile combine their
 // partials like split.
@@ -407,7 +433,7 @@ __device__ __forceinline__ void columns_tile(const seg_args<T, Op>& a, std::uint
 #pragma unroll
         for (int u = 0; u < kColumnLoads; ++u)
           if (k + u * step < ke)
-            v[u] = core::load_vec<core::load_hint::ldg>(reinterpret_cast<const V*>(col + (k + u * step) * p.length_stride));
+            v[u] = load_cols<VN>(col + (k + u * step) * p.length_stride);
 #pragma unroll
         for (int u = 0; u < kColumnLoads; ++u)
           if (k + u * step < ke)
@@ -502,13 +528,14 @@ __device__ __forceinline__ void columns_tile(const seg_args<T, Op>& a, std::uint
 template <class T, class Op, int BLOCK>
 __global__ void __launch_bounds__(BLOCK) seg_columns_kernel(seg_args<T, Op> a) {
   kernel_entry();
-  const std::uint64_t VNv = a.vec ? vec16<T>::size : 1;
+  constexpr int kVN = vector_results(static_cast<int>(sizeof(T)), static_cast<int>(sizeof(typename Op::acc_type)));
+  const std::uint64_t VNv = a.vec ? kVN : 1;
   const std::uint64_t cols_per_tile = std::uint64_t(a.col_vecs) * VNv;
   const std::uint64_t work = a.p.outer * ((a.p.inner + cols_per_tile - 1) / cols_per_tile) * a.per_seg;
   __shared__ typename Op::acc_type tree[2][BLOCK];  // the in-block combine's two buffers
   __shared__ bool last;
   for (std::uint64_t w = blockIdx.x; w < work; w += gridDim.x) {
-    if (a.vec) columns_tile<T, Op, BLOCK, vec16<T>::size>(a, w, tree, last);
+    if (a.vec) columns_tile<T, Op, BLOCK, kVN>(a, w, tree, last);
     else columns_tile<T, Op, BLOCK, 1>(a, w, tree, last);
   }
 }
@@ -517,31 +544,6 @@ __global__ void __launch_bounds__(BLOCK) seg_columns_kernel(seg_args<T, Op> a) {
 // apart), down the whole axis in order with kThinLoads loads in flight (rows k .. k + 8 / M - 1
 // of each of its M vectors); each result is the op's fold over k = 0, 1, ... Item i is vector
 // i % (inner / VN) of outer slice i / (inner / VN). No shared memory, no partials, no barrier.
-// VN adjacent elements at p (aligned to VN elements) into the first VN of a vector: one 16-, 8-,
-// 4- or 2-byte load.
-template <int VN, class T>
-__device__ __forceinline__ vec16<T> load_cols(const T* p) {
-  constexpr int kBytes = VN * static_cast<int>(sizeof(T));
-  static_assert(kBytes <= 16 && (kBytes & (kBytes - 1)) == 0, "a power-of-two part of 16 bytes");
-  if constexpr (kBytes == 16) {
-    return core::load_vec<core::load_hint::ldg>(reinterpret_cast<const vec16<T>*>(p));
-  } else {
-    vec16<T> v;
-    if constexpr (VN == 1) {
-      v.e[0] = *p;
-    } else if constexpr (kBytes == 8) {
-      const uint2 r = __ldg(reinterpret_cast<const uint2*>(p));
-      __builtin_memcpy(&v, &r, 8);
-    } else if constexpr (kBytes == 4) {
-      const unsigned r = __ldg(reinterpret_cast<const unsigned*>(p));
-      __builtin_memcpy(&v, &r, 4);
-    } else {
-      const unsigned short r = __ldg(reinterpret_cast<const unsigned short*>(p));
-      __builtin_memcpy(&v, &r, 2);
-    }
-    return v;
-  }
-}
 template <class T, class Op, int BLOCK, int VN, int M>
 __global__ void __launch_bounds__(BLOCK) seg_thin_kernel(seg_args<T, Op> a) {
   kernel_entry();

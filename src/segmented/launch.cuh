@@ -57,12 +57,12 @@ void go(Kernel kernel, const Args& a, unsigned blocks, int block, const seg_ctx&
   core::check_cuda(core::launch_pdl(kernel, a, blocks, block, c.stream), what);
 }
 
-// The thin columns kernel of a plan: vector (thin_results) or element loads, one or four vectors per thread
+// The thin columns kernel of a plan: vector (vector_results) or element loads, one or four vectors per thread
 // (four only where the accumulators are small: thin_wide_ok, which the plan rule asks too).
 template <class T, class Op>
 void launch_thin(const plan& pl, const seg_args<T, Op>& a, const seg_ctx& c) {
   constexpr int acc = sizeof(typename Op::acc_type);
-  constexpr int VN = thin_results(static_cast<int>(sizeof(T)), acc);  // as the plan rule
+  constexpr int VN = vector_results(static_cast<int>(sizeof(T)), acc);  // as the plan rule
   constexpr const char* what = "launching the segmented thin columns kernel";
   if (pl.group == kThinWide) {
     if constexpr (thin_wide_ok(VN, acc))

@@ -119,7 +119,7 @@ std::uint64_t scratch_bytes(const problem& p, const plan& pl, int elem_bytes, in
     case strategy::split: return pl.per_seg > 1 ? p.outer * pl.per_seg * acc : 0;
     case strategy::columns: {
       if (pl.per_seg <= 1) return 0;
-      const std::uint64_t per_vec = pl.vec ? 16 / static_cast<std::uint64_t>(std::max(1, elem_bytes)) : 1;
+      const std::uint64_t per_vec = pl.vec ? static_cast<std::uint64_t>(vector_results(std::max(1, elem_bytes), acc_bytes)) : 1;
       const std::uint64_t cols_per_tile = std::uint64_t(pl.col_vecs) * per_vec;
       const std::uint64_t tiles = p.outer * ceil_div(p.inner, cols_per_tile);
       return tiles * pl.per_seg * cols_per_tile * acc;
@@ -144,18 +144,16 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
 
   if (!p.contiguous()) {
     const bool vec = columns_vec(p, elem_bytes);
-    const std::uint64_t per_vec = vec ? vn : 1;
+    // Results per vector: 16 bytes of elements, fewer where their accumulators are large.
+    const std::uint64_t per_vec = vec ? static_cast<std::uint64_t>(vector_results(elem_bytes, acc_bytes)) : 1;
     const std::uint64_t vecs = ceil_div(p.inner, per_vec);
     const std::uint64_t items = p.outer * vecs;  // vectors (or elements) of adjacent results
     const std::uint64_t resident_threads = sms * static_cast<std::uint64_t>(std::max(1, d.max_threads_per_sm));
     if (p.length <= kThinLength || 2 * items >= resident_threads) {
-      // A thread per vector of results down the whole axis: every SM has enough of them. The
-      // vector holds fewer results where their accumulators are large (thin_results).
-      const std::uint64_t thin_vec = vec ? static_cast<std::uint64_t>(thin_results(elem_bytes, acc_bytes)) : 1;
-      const std::uint64_t thin_items = p.outer * ceil_div(p.inner, thin_vec);
+      // A thread per vector of results down the whole axis: every SM has enough of them.
       const bool wide = p.length < static_cast<std::uint64_t>(kThinLoads) &&
-                        thin_wide_ok(static_cast<int>(thin_vec), acc_bytes) && thin_items >= kThinWide * resident_threads;
-      fill_thin(r, p, vec, thin_vec, wide ? kThinWide : 1, thin_items, elem_bytes);
+                        thin_wide_ok(static_cast<int>(per_vec), acc_bytes) && items >= kThinWide * resident_threads;
+      fill_thin(r, p, vec, per_vec, wide ? kThinWide : 1, items, elem_bytes);
       return r;
     }
     // Columns: a tile of adjacent results, lanes along the axis.
@@ -276,17 +274,15 @@ std::vector<plan> column_candidates(const problem& p, int elem_bytes, int acc_by
   std::vector<plan> out;
   if (p.contiguous() || p.results() == 0) return out;
   const bool vec = columns_vec(p, elem_bytes);
-  const std::uint64_t per_vec = vec ? 16 / static_cast<std::uint64_t>(elem_bytes) : 1;
-  const std::uint64_t vecs = ceil_div(p.inner, per_vec);
+  const std::uint64_t per_vec = vec ? static_cast<std::uint64_t>(vector_results(elem_bytes, acc_bytes)) : 1;
+  const std::uint64_t vecs = ceil_div(p.inner, per_vec), items = p.outer * vecs;
   const std::uint64_t resident = columns_resident(d);
   const std::uint64_t slots = d.partial_bytes / static_cast<std::uint64_t>(std::max(acc_bytes, 1));
   plan t;
-  const std::uint64_t thin_vec = vec ? static_cast<std::uint64_t>(thin_results(elem_bytes, acc_bytes)) : 1;
-  const std::uint64_t thin_items = p.outer * ceil_div(p.inner, thin_vec);
-  fill_thin(t, p, vec, thin_vec, 1, thin_items, elem_bytes);
+  fill_thin(t, p, vec, per_vec, 1, items, elem_bytes);
   out.push_back(t);
-  if (thin_wide_ok(static_cast<int>(thin_vec), acc_bytes)) {
-    fill_thin(t, p, vec, thin_vec, kThinWide, thin_items, elem_bytes);
+  if (thin_wide_ok(static_cast<int>(per_vec), acc_bytes)) {
+    fill_thin(t, p, vec, per_vec, kThinWide, items, elem_bytes);
     out.push_back(t);
   }
   for (std::uint64_t cv = std::min<std::uint64_t>(8, pow2_ceil(vecs)); cv <= std::min<std::uint64_t>(kColumnsBlock, pow2_ceil(vecs)); cv *= 2) {

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "core/host_device.hpp"  // TALLY_HD: vector_results is used by the kernels too
+
 namespace tally::seg {
 
 struct problem {
@@ -99,13 +101,14 @@ inline constexpr int kThinWide = 4;
 inline constexpr int kThinLoads = 8;  // loads in flight per thread of the thin kernel
 inline constexpr int kColumnLoads = 8;  // and of a lane of the column tiles kernel
 constexpr bool thin_wide_ok(int results_per_vector, int acc_bytes) { return results_per_vector * acc_bytes <= 32; }
-// Results per vector of the thin kernel with aligned rows: the 16 bytes' worth, halved while
-// their accumulators would take more than kThinAccBytes of registers (ptxas for sm_90: the
-// statistics of 1-byte elements, 16 accumulators of 40 bytes, spilled 2 KB per thread at 255
-// registers; at 4 results, 4-byte loads, none). Only the statistics of 1- and 2-byte elements
-// are cut (to 4 results: 4- and 8-byte loads); every other op keeps 16-byte loads.
+// Results per vector of the thin and columns kernels with aligned rows: the 16 bytes' worth,
+// halved while their accumulators would take more than kThinAccBytes of registers (ptxas for
+// sm_90: the statistics of 1-byte elements, 16 accumulators of 40 bytes, spilled 2 KB per thread
+// at 255 registers in the thin kernel and 576 B in the columns kernel; at 4 results, 4-byte
+// loads, none). Only the statistics of 1- and 2-byte elements are cut (to 4 results: 4- and
+// 8-byte loads); every other op keeps 16-byte loads.
 inline constexpr int kThinAccBytes = 256;
-constexpr int thin_results(int elem_bytes, int acc_bytes) {
+TALLY_HD constexpr int vector_results(int elem_bytes, int acc_bytes) {
   int r = 16 / elem_bytes;
   while (r > 1 && r * acc_bytes > kThinAccBytes) r /= 2;
   return r;
