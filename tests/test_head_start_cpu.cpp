@@ -119,7 +119,7 @@ TEST(HeadStartCpu, ExactSumCancelsAndOverflowsAsTheReference) {
     const double want = reference(x), got = rounded<float>(s.words(), s.flags());
     EXPECT_TRUE(same(got, want)) << got << " want " << want;
   }
-  // Many elements of the largest mantissa in one bin (the bin's integer grows past 2^53).
+  // Many elements of the largest significand in one bin (2^20 of them: a bin of about 2^44).
   std::vector<float> run(1 << 20, std::nextafter(2.0f, 0.0f));
   cpu::exact_sum s(dtype::f32);
   s.add(run.data(), run.size());

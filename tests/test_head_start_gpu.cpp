@@ -35,10 +35,29 @@ void fill_array(void* context, int, void* dst, std::uint64_t first, std::uint64_
   std::memcpy(dst, a->data + first * a->elem, count * a->elem);
 }
 
-// TALLY_HEAD_START_MIN_MIB for the scope of a test.
-struct host_takes_at_least {
-  explicit host_takes_at_least(const char* mib) { setenv("TALLY_HEAD_START_MIN_MIB", mib, 1); }
-  ~host_takes_at_least() { unsetenv("TALLY_HEAD_START_MIN_MIB"); }
+// An environment variable set for the scope of a test (restored on the way out, exceptions too).
+struct env_var {
+  std::string name, old;
+  bool had = false;
+  env_var(const char* n, const char* value) : name(n) {
+    if (const char* o = std::getenv(n)) had = true, old = o;
+    setenv(n, value, 1);
+  }
+  ~env_var() {
+    if (had) setenv(name.c_str(), old.c_str(), 1);
+    else unsetenv(name.c_str());
+  }
+  env_var(const env_var&) = delete;
+  env_var& operator=(const env_var&) = delete;
+};
+// TALLY_HEAD_START_MIN_MIB: the host goes on to at least this much after the GPU is ready.
+struct host_takes_at_least : env_var {
+  explicit host_takes_at_least(const char* mib) : env_var("TALLY_HEAD_START_MIN_MIB", mib) {}
+};
+// MIN and MAX both: the host takes exactly the first `mib` MiB, the GPU the rest.
+struct host_takes_exactly {
+  env_var lo, hi;
+  explicit host_takes_exactly(const char* mib) : lo("TALLY_HEAD_START_MIN_MIB", mib), hi("TALLY_HEAD_START_MAX_MIB", mib) {}
 };
 
 // The message of any exception fn throws ("" if none).
@@ -51,8 +70,9 @@ std::string error_of_any(const std::function<void()>& fn) {
   return "";
 }
 
+// host_min: the host's share must be at least this many elements (from the MIN knob).
 template <class T>
-void matches_device_exact(std::uint64_t n, std::uint32_t seed) {
+void matches_device_exact(std::uint64_t n, std::uint32_t seed, std::uint64_t host_min = 0) {
   std::mt19937_64 g(seed);
   std::normal_distribution<double> nd(0, 1);
   std::vector<T> h(n);
@@ -76,6 +96,7 @@ void matches_device_exact(std::uint64_t n, std::uint32_t seed) {
                    std::to_string(n) + " host share " + std::to_string(rep.host_elements));
       EXPECT_TRUE(got == want) << got.to_string() << " want " << want.to_string();
       EXPECT_LE(rep.host_elements, n);
+      EXPECT_GE(rep.host_elements, std::min(n, host_min));
       if (rep.host_elements < n) {
         EXPECT_EQ(last, n);  // the GPU's last step reported
       }
@@ -100,27 +121,30 @@ TEST(HeadStartGpu, HostAndGpuSharesGiveTheDevicesExactResult) {
 
 TEST(HeadStartGpu, ALargeHostShareChangesNothing) {
   TALLY_REQUIRE_GPU();
-  const host_takes_at_least four("4");  // 4 MiB: a split inside the data for every dtype below
-  matches_device_exact<float>(3000001, test_seed() + 3);
-  matches_device_exact<double>(1000003, test_seed() + 4);
-  matches_device_exact<f16>(3000017, test_seed() + 5);
-  matches_device_exact<bf16>(3000019, test_seed() + 6);
+  {
+    const host_takes_at_least four("4");  // 4 MiB: a split inside the data for every dtype below
+    matches_device_exact<float>(3000001, test_seed() + 3, (4u << 20) / 4);
+    matches_device_exact<double>(1000003, test_seed() + 4, (4u << 20) / 8);
+    matches_device_exact<f16>(3000017, test_seed() + 5, (4u << 20) / 2);
+    matches_device_exact<bf16>(3000019, test_seed() + 6, (4u << 20) / 2);
+  }
+  {
+    const host_takes_exactly four("4");  // the host the first 4 MiB, the GPU the rest, for sure
+    matches_device_exact<float>(3000001, test_seed() + 15, (4u << 20) / 4);
+  }
   const host_takes_at_least all("1024");  // the host takes everything, the GPU nothing
-  matches_device_exact<float>(1000, test_seed() + 7);
-  matches_device_exact<float>(1, test_seed() + 8);
+  matches_device_exact<float>(1000, test_seed() + 7, 1000);
+  matches_device_exact<float>(1, test_seed() + 8, 1);
 }
 
 // TALLY_HEAD_START_SHARE=1: the host and the GPU claim pieces from one counter to the end, so the
 // shares interleave (the host's 1 MiB pieces between the GPU's 64 MiB groups).
 TEST(HeadStartGpu, SharedToTheEndChangesNothing) {
   TALLY_REQUIRE_GPU();
-  setenv("TALLY_HEAD_START_SHARE", "1", 1);
+  const env_var share("TALLY_HEAD_START_SHARE", "1");
   matches_device_exact<float>(50000017, test_seed() + 9);  // 200 MB: several GPU groups
   matches_device_exact<double>(1000003, test_seed() + 10);
-  {
-    const host_takes_at_least four("4");
-    matches_device_exact<bf16>(3000019, test_seed() + 11);
-  }
+  matches_device_exact<bf16>(3000019, test_seed() + 11);
   std::vector<float> h(4u << 20, 1.0f);
   array_source src{reinterpret_cast<const unsigned char*>(h.data()), 4};
   src.fail_at = h.size() - 10;
@@ -128,13 +152,12 @@ TEST(HeadStartGpu, SharedToTheEndChangesNothing) {
   EXPECT_NE(error_of_any([&] { (void)chunked::reduce_with_head_start(s, h.size(), fill_array, &src, 0, nullptr); })
                 .find("failed on purpose"),
             std::string::npos);
-  unsetenv("TALLY_HEAD_START_SHARE");
 }
 
 TEST(HeadStartGpu, SpecialValuesAndEmptyInput) {
   TALLY_REQUIRE_GPU();
-  const host_takes_at_least four("4");
-  const std::uint64_t n = 3u << 20;  // 12 MiB of f32: host and GPU both take some
+  const host_takes_exactly four("4");
+  const std::uint64_t n = 3u << 20;  // 12 MiB of f32: the host the first 4 MiB, the GPU the rest
   std::vector<float> h(n, 0.5f);
   array_source src{reinterpret_cast<const unsigned char*>(h.data()), 4};
   const chunked::spec s{chunked::what::reduce, dtype::f32, op::sum, {}};
@@ -153,7 +176,7 @@ TEST(HeadStartGpu, SpecialValuesAndEmptyInput) {
 
 TEST(HeadStartGpu, AProducersErrorOnEitherSideStopsItAndNothingBreaks) {
   TALLY_REQUIRE_GPU();
-  const host_takes_at_least four("4");
+  const host_takes_exactly four("4");
   const std::uint64_t n = 4u << 20;  // 16 MiB of f32
   std::vector<float> h(n, 1.0f);
   array_source src{reinterpret_cast<const unsigned char*>(h.data()), 4};
@@ -212,14 +235,13 @@ void host_share_matches(std::uint64_t n, std::uint32_t seed) {
 
 TEST(HeadStartGpu, HostShareOfPageableArrays) {
   TALLY_REQUIRE_GPU();
-  setenv("TALLY_HOST_SHARE", "1", 1);
+  const env_var share("TALLY_HOST_SHARE", "1");
   host_share_matches<float>((std::uint64_t(64) << 20) / 4 + 12345, test_seed() + 12);
   host_share_matches<double>((std::uint64_t(64) << 20) / 8 + 7, test_seed() + 13);
   host_share_matches<bf16>((std::uint64_t(64) << 20) / 2 + 1, test_seed() + 14);
   // Below 64 MiB: the staged fast sum (close to, not necessarily equal to, the exact sum).
   std::vector<float> small(1000, 0.1f);
   EXPECT_NEAR(reduce_value(small.data(), small.size(), dtype::f32, op::sum).as_double(), 100.0, 1e-3);
-  unsetenv("TALLY_HOST_SHARE");
 }
 
 }  // namespace

@@ -144,6 +144,7 @@ TEST(NpyCpu, ArrayFilesReadInPieces) {
     const void* gm = g.mapped();
     io::array_file h(std::move(g));
     EXPECT_EQ(h.mapped(), gm);
+    EXPECT_EQ(g.mapped(), nullptr);  // moved from: no file, no mapping (and nothing unmapped twice)
   }
   EXPECT_TRUE(io::read_npy(p).bytes == std::vector<unsigned char>(reinterpret_cast<unsigned char*>(v.data()),
                                                                  reinterpret_cast<unsigned char*>(v.data()) + 4000));

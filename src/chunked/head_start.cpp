@@ -68,20 +68,76 @@ value run(const spec& s, std::uint64_t n, reducer::fill_fn fill, void* context, 
   exact.opt.mode = accuracy::exact;  // both shares exact: the split cannot change the result
   const std::size_t elem = dtype_size(s.t);
 
+  // Everything that can throw before the threads start: the shape of the host's share.
+  const std::uint64_t piece = std::max<std::uint64_t>(1, kHostPieceBytes / elem);
+  const std::uint64_t pieces = (n + piece - 1) / piece;
+  // Every core but one (the GPU's thread spends CUDA's start-up on it), at most 32; or
+  // TALLY_HOST_THREADS (checked as for the staging).
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  const char* threads_env = std::getenv("TALLY_HOST_THREADS");
+  const int wanted = threads_env != nullptr && *threads_env != '\0' ? current_shape().threads
+                                                                     : static_cast<int>(std::min(32u, std::max(1u, hw - 1)));
+  const int threads = static_cast<int>(std::min<std::uint64_t>(wanted, std::max<std::uint64_t>(pieces, 1)));
+  // Tests: TALLY_HEAD_START_MIN_MIB, the host goes on to at least this much after the GPU is
+  // ready; TALLY_HEAD_START_MAX_MIB, it takes no more than this (both MiB from the start; neither
+  // applies when sharing to the end).
+  const auto mib_pieces = [&](const char* name, std::uint64_t fallback) {
+    const char* v = std::getenv(name);
+    if (v == nullptr || *v == '\0' || share) return fallback;
+    const std::uint64_t mib = std::min<std::uint64_t>(std::strtoull(v, nullptr, 10), std::uint64_t(1) << 40);
+    return ((mib << 20) / elem + piece - 1) / piece;
+  };
+  const std::uint64_t min_pieces = mib_pieces("TALLY_HEAD_START_MIN_MIB", 0);
+  const std::uint64_t max_pieces = mib_pieces("TALLY_HEAD_START_MAX_MIB", ~std::uint64_t(0));
+  std::vector<std::unique_ptr<cpu::exact_sum>> sums;
+  for (int k = 0; k < threads; ++k) sums.push_back(std::make_unique<cpu::exact_sum>(s.t));
+
   std::mutex m;
   std::condition_variable cv;
   bool gpu_ready = given != nullptr;
   std::atomic<bool> ready{given != nullptr}, failed{false};  // the host stops on failed (and on ready unless sharing)
   std::exception_ptr gpu_error, host_error;
   double ready_s = 0;
+  std::atomic<std::uint64_t> next{0}, host_done{0};
 
-  // The GPU side, made on a thread of its own: CUDA's context, the accumulation's memory and the
-  // staging's pinned slots.
-  const core::device_context* dev = nullptr;
+  // The GPU side made here lives in these, released on the GPU's device (declared before the
+  // threads: destroyed after they are joined).
   std::unique_ptr<accumulation_memory> memory;
   std::unique_ptr<accumulation> made;
+  struct release_on_gpu {
+    std::unique_ptr<accumulation>& made;
+    std::unique_ptr<accumulation_memory>& memory;
+    int ordinal;
+    ~release_on_gpu() {
+      if (!made && !memory) return;
+      int was = -1;
+      if (cudaGetDevice(&was) != cudaSuccess) (void)cudaGetLastError();
+      if (was != ordinal && cudaSetDevice(ordinal) != cudaSuccess) (void)cudaGetLastError();
+      made.reset();
+      memory.reset();
+      if (was >= 0 && was != ordinal && cudaSetDevice(was) != cudaSuccess) (void)cudaGetLastError();
+    }
+  } release{made, memory, ordinal};
   accumulation* acc = given;
+
+  // Every thread started here is joined on every way out, and told to stop first.
   std::thread gpu;
+  std::vector<std::thread> workers;
+  struct joiner {
+    std::atomic<bool>& failed;
+    std::thread& gpu;
+    std::vector<std::thread>& workers;
+    void join_workers() {
+      for (std::thread& w : workers)
+        if (w.joinable()) w.join();
+    }
+    ~joiner() {
+      failed = true;
+      if (gpu.joinable()) gpu.join();
+      join_workers();
+    }
+  } threads_of{failed, gpu, workers};
+
   if (given == nullptr) gpu = std::thread([&] {
     try {
       int count = 0;
@@ -93,11 +149,10 @@ value run(const spec& s, std::uint64_t n, reducer::fill_fn fill, void* context, 
         throw error("tally: the head start's GPU " + std::to_string(ordinal) + " does not exist (" +
                     std::to_string(count) + " CUDA GPUs)");
       core::check_cuda(cudaSetDevice(ordinal), "cudaSetDevice(the head start's GPU)");
-      dev = &core::current_context();
+      const core::device_context& dev = core::current_context();
       memory = std::make_unique<accumulation_memory>();
-      made = std::make_unique<accumulation>(exact, *dev, nullptr, *memory);
-      acc = made.get();
-      prepare_staging(*dev, 1);
+      made = std::make_unique<accumulation>(exact, dev, nullptr, *memory);
+      prepare_staging(dev, 1);
     } catch (...) {
       gpu_error = std::current_exception();
     }
@@ -110,26 +165,9 @@ value run(const spec& s, std::uint64_t n, reducer::fill_fn fill, void* context, 
   });
 
   // The host's share: threads claim pieces from the first on until the GPU is ready. The claimed
-  // pieces are then a prefix [0, claimed) of the input, each reduced whole.
-  const std::uint64_t piece = std::max<std::uint64_t>(1, kHostPieceBytes / elem);
-  const std::uint64_t pieces = (n + piece - 1) / piece;
-  // Every core but one (the GPU's thread spends CUDA's start-up on it), at most 32; or
-  // TALLY_HOST_THREADS, as for the staging.
-  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  const int wanted = std::getenv("TALLY_HOST_THREADS") != nullptr ? current_shape().threads
-                                                                   : static_cast<int>(std::min(32u, std::max(1u, hw - 1)));
-  const int threads = static_cast<int>(std::min<std::uint64_t>(wanted, std::max<std::uint64_t>(pieces, 1)));
-  // TALLY_HEAD_START_MIN_MIB (tests): the host takes at least this much before the GPU joins.
-  const char* min_env = std::getenv("TALLY_HEAD_START_MIN_MIB");
-  const std::uint64_t min_pieces =
-      min_env == nullptr ? 0 : ((std::strtoull(min_env, nullptr, 10) << 20) / elem + piece - 1) / piece;
-  // share: the host keeps taking pieces after the GPU is ready, the GPU taking groups of them
-  // from the same counter, so each side takes what it can; the shares are then no longer a
-  // prefix and the rest, but they still add exactly.
-  std::atomic<std::uint64_t> next{0}, host_done{0};
-  std::vector<std::unique_ptr<cpu::exact_sum>> sums;
-  for (int k = 0; k < threads; ++k) sums.push_back(std::make_unique<cpu::exact_sum>(s.t));
-  std::vector<std::thread> workers;
+  // pieces are then a prefix [0, claimed) of the input, each reduced whole. (share: the host
+  // keeps taking pieces after the GPU is ready, the GPU taking groups of them from the same
+  // counter, so each side takes what it can; the shares then interleave, and still add exactly.)
   for (int k = 0; k < threads; ++k)
     workers.emplace_back([&, k] {
       try {
@@ -137,8 +175,9 @@ value run(const spec& s, std::uint64_t n, reducer::fill_fn fill, void* context, 
         for (;;) {
           if (failed.load(std::memory_order_acquire)) return;
           if (!share && ready.load(std::memory_order_acquire) && next.load() >= min_pieces) return;
+          if (next.load() >= max_pieces) return;
           const std::uint64_t j = next.fetch_add(1);
-          if (j >= pieces) return;
+          if (j >= pieces || j >= max_pieces) return;  // past the end: not taken by anyone
           const std::uint64_t first = j * piece, count = std::min(piece, n - first);
           if (host_data != nullptr) {
             sums[static_cast<std::size_t>(k)]->add(static_cast<const unsigned char*>(host_data) + first * elem, count);
@@ -167,21 +206,15 @@ value run(const spec& s, std::uint64_t n, reducer::fill_fn fill, void* context, 
     }
   }
   if (gpu.joinable()) gpu.join();
-  const auto stop_host = [&] {
-    failed = true;
-    for (std::thread& w : workers) w.join();
-  };
+  acc = given != nullptr ? given : made.get();
   std::exception_ptr early;
   {
     std::lock_guard<std::mutex> lk(m);
     early = host_error ? host_error : gpu_error;
   }
-  if (early) {
-    stop_host();
-    std::rethrow_exception(early);
-  }
+  if (early) std::rethrow_exception(early);  // threads_of stops and joins the host's threads
   if (!share) {
-    for (std::thread& w : workers) w.join();
+    threads_of.join_workers();
     if (host_error) std::rethrow_exception(host_error);
   }
 
@@ -200,7 +233,7 @@ value run(const spec& s, std::uint64_t n, reducer::fill_fn fill, void* context, 
   };
   std::uint64_t gpu_elements = 0;
   if (!share) {
-    const std::uint64_t host_end = std::min(n, std::min(next.load(), pieces) * piece);
+    const std::uint64_t host_end = std::min(n, std::min(std::min(next.load(), pieces), max_pieces) * piece);
     const std::uint64_t step = std::max<std::uint64_t>(1, kGpuStepBytes / elem);
     for (std::uint64_t at = host_end; at < n;) {
       const std::uint64_t count = std::min(step, n - at);
@@ -210,22 +243,17 @@ value run(const spec& s, std::uint64_t n, reducer::fill_fn fill, void* context, 
       if (progress) progress(at);
     }
   } else {
-    try {
-      const std::uint64_t group = std::max<std::uint64_t>(1, (kGpuGroupBytes / elem) / piece);
-      for (;;) {
-        if (failed.load(std::memory_order_acquire)) break;
-        const std::uint64_t j = next.fetch_add(group);
-        if (j >= pieces) break;
-        const std::uint64_t first = j * piece, count = std::min(std::min(group, pieces - j) * piece, n - first);
-        gpu_takes(first, count);
-        gpu_elements += count;
-        if (progress) progress(host_done.load() + gpu_elements);
-      }
-    } catch (...) {
-      stop_host();
-      throw;
+    const std::uint64_t group = std::max<std::uint64_t>(1, (kGpuGroupBytes / elem) / piece);
+    for (;;) {
+      if (failed.load(std::memory_order_acquire)) break;
+      const std::uint64_t j = next.fetch_add(group);
+      if (j >= pieces) break;
+      const std::uint64_t first = j * piece, count = std::min(std::min(group, pieces - j) * piece, n - first);
+      gpu_takes(first, count);
+      gpu_elements += count;
+      if (progress) progress(host_done.load() + gpu_elements);
     }
-    for (std::thread& w : workers) w.join();
+    threads_of.join_workers();
     if (host_error) std::rethrow_exception(host_error);
   }
   // Both shares, added exactly, rounded once.

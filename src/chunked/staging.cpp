@@ -226,6 +226,7 @@ std::uint64_t chunk_elements(const staging_shape& s, std::uint64_t n, std::size_
 }
 
 void prepare_staging(const core::device_context& dev, int inputs) {
+  const core::device_scope on(dev.ordinal, "cudaSetDevice(preparing the staging)");
   device_staging& st = staging_of(dev);
   std::lock_guard<std::mutex> busy(st.busy);
   st.prepare(current_shape(), inputs);
@@ -362,6 +363,10 @@ void host_reduce(const char* fn, const spec& s, const source* src, int inputs, s
     throw error(std::string("tally::") + fn +
                 ": the input is pageable host memory, which a captured graph cannot read: pin it (cudaHostRegister) "
                 "or copy it to the device before capturing");
+  if (t_filling)  // before the lock below, which the running feed's caller may hold
+    throw error(std::string("tally::") + fn +
+                ": a producer (reducer::feed_from) gave host data to tally while its own feed was running (the "
+                "staging is busy with that feed): inside a producer, reduce only device memory");
   device_staging& st = staging_of(dev);
   std::lock_guard<std::mutex> lock(st.one_shot_mutex);
   if (!st.one_shot) st.one_shot = std::make_unique<accumulation_memory>();

@@ -4,6 +4,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -77,22 +78,31 @@ double process_age_s() {
 // While alive: SIGBUS (a mapped file read past its end after it shrank) ends the process with a
 // message naming the file instead of a crash. The message is made before, the handler only writes.
 char g_sigbus_message[512];
+std::size_t g_sigbus_length = 0;
 extern "C" void on_sigbus(int) {
-  const ssize_t w = ::write(STDERR_FILENO, g_sigbus_message, std::strlen(g_sigbus_message));
+  const ssize_t w = ::write(STDERR_FILENO, g_sigbus_message, g_sigbus_length);
   (void)w;
   std::_Exit(1);
 }
 struct sigbus_guard {
   struct sigaction old {};
-  explicit sigbus_guard(const std::string& path) {
-    std::snprintf(g_sigbus_message, sizeof g_sigbus_message,
-                  "tally: error: '%s' became shorter while it was being read\n", path.c_str());
+  bool on = false;
+  // Only while a file is read mapped (path non-empty).
+  explicit sigbus_guard(const std::string& path) : on(!path.empty()) {
+    if (!on) return;
+    const int k = std::snprintf(g_sigbus_message, sizeof g_sigbus_message,
+                                "tally: error: reading '%s' mapped failed (SIGBUS): the file became shorter while it "
+                                "was being read, or its storage failed\n",
+                                path.c_str());
+    g_sigbus_length = k < 0 ? 0 : std::min<std::size_t>(static_cast<std::size_t>(k), sizeof g_sigbus_message - 1);
     struct sigaction sa {};
     sa.sa_handler = on_sigbus;
     sigemptyset(&sa.sa_mask);
     ::sigaction(SIGBUS, &sa, &old);
   }
-  ~sigbus_guard() { ::sigaction(SIGBUS, &old, nullptr); }
+  ~sigbus_guard() {
+    if (on) ::sigaction(SIGBUS, &old, nullptr);
+  }
   sigbus_guard(const sigbus_guard&) = delete;
   sigbus_guard& operator=(const sigbus_guard&) = delete;
 };
@@ -141,7 +151,7 @@ value reduce_file(const io::array_file& f, op o, const options& opt) {
     // command with that said.
     const char* map_env = std::getenv("TALLY_HEAD_START_MAPPED");
     const void* mapped = map_env != nullptr && std::strcmp(map_env, "1") == 0 ? f.mapped() : nullptr;
-    const sigbus_guard guard(f.path());
+    const sigbus_guard guard(mapped != nullptr ? f.path() : std::string());
     const value v = chunked::reduce_with_head_start(
         s, n, fill_from_files, &pieces, 0,
         [&](std::uint64_t done) {

@@ -38,7 +38,13 @@ void flush_bin(long long* w, __int128 b, int scale) {
 // negation. NaN and infinity land in the all-ones exponent's two bins, which are looked at once
 // per block of elements (rare: a block that has any is scanned again for which ones).
 template <class Bits, int kExp, int kFrac, class Bin, int kLanes>
-void add_binned(const unsigned char* p, std::uint64_t n, long long* w, unsigned& flags) {
+constexpr std::size_t bin_words() {
+  return static_cast<std::size_t>(kLanes) * (std::size_t(2) << kExp) * sizeof(Bin) / sizeof(unsigned long long);
+}
+
+// bins: kLanes x 2^(kExp+1) Bins, zero (and left zero).
+template <class Bits, int kExp, int kFrac, class Bin, int kLanes>
+void add_binned(const unsigned char* p, std::uint64_t n, long long* w, unsigned& flags, Bin* bins) {
   constexpr int kBins = 2 << kExp;  // sign and exponent
   constexpr int kMaxExp = (1 << kExp) - 1;
   constexpr Bits kFracMask = static_cast<Bits>((Bits(1) << kFrac) - 1);
@@ -46,7 +52,6 @@ void add_binned(const unsigned char* p, std::uint64_t n, long long* w, unsigned&
   constexpr int kBias = (1 << (kExp - 1)) - 1;
   // Lanes: consecutive elements go to different copies of the bins, so that a run of elements of
   // one exponent does not wait on the previous add to the same bin.
-  std::vector<Bin> bins(static_cast<std::size_t>(kLanes) * kBins);
   for (std::uint64_t done = 0; done < n;) {
     const std::uint64_t count = n - done < kBlock ? n - done : kBlock;
     const unsigned char* q = p + done * sizeof(Bits);
@@ -84,7 +89,7 @@ void add_binned(const unsigned char* p, std::uint64_t n, long long* w, unsigned&
       else flush_bin(w, -static_cast<Signed<Bin>>(neg - pos), scale);
     }
     ex::normalize(w);
-    std::fill(bins.begin(), bins.end(), Bin(0));
+    std::fill(bins, bins + static_cast<std::size_t>(kLanes) * kBins, Bin(0));
     done += count;
   }
 }
@@ -99,17 +104,27 @@ exact_sum::exact_sum(dtype t) : t_(t), words_(ex::kWords, 0) {
   if (!exact_sum_takes(t))
     throw error(std::string("tally: internal error: the host's exact sum takes float16, bfloat16, float32 and "
                             "float64 elements, not ") + to_string(t));
+  switch (t) {
+    case dtype::f16: bins_.assign(bin_words<std::uint16_t, 5, 10, unsigned long long, 4>(), 0); break;
+    case dtype::bf16: bins_.assign(bin_words<std::uint16_t, 8, 7, unsigned long long, 4>(), 0); break;
+    case dtype::f32: bins_.assign(bin_words<std::uint32_t, 8, 23, unsigned long long, 4>(), 0); break;
+    default: bins_.assign(bin_words<std::uint64_t, 11, 52, unsigned __int128, 2>(), 0); break;
+  }
 }
 
 void exact_sum::add(const void* data, std::uint64_t n) {
   if (n == 0) return;
   const auto* p = static_cast<const unsigned char*>(data);
   long long* w = words_.data();
+  // The bins live in the object (made once, zero between calls): 16 KiB for f32, 128 KiB for f64.
+  auto* u64 = bins_.data();
   switch (t_) {
-    case dtype::f16: add_binned<std::uint16_t, 5, 10, unsigned long long, 4>(p, n, w, flags_); break;
-    case dtype::bf16: add_binned<std::uint16_t, 8, 7, unsigned long long, 4>(p, n, w, flags_); break;
-    case dtype::f32: add_binned<std::uint32_t, 8, 23, unsigned long long, 4>(p, n, w, flags_); break;
-    default: add_binned<std::uint64_t, 11, 52, unsigned __int128, 2>(p, n, w, flags_); break;
+    case dtype::f16: add_binned<std::uint16_t, 5, 10, unsigned long long, 4>(p, n, w, flags_, u64); break;
+    case dtype::bf16: add_binned<std::uint16_t, 8, 7, unsigned long long, 4>(p, n, w, flags_, u64); break;
+    case dtype::f32: add_binned<std::uint32_t, 8, 23, unsigned long long, 4>(p, n, w, flags_, u64); break;
+    default:
+      add_binned<std::uint64_t, 11, 52, unsigned __int128, 2>(p, n, w, flags_, reinterpret_cast<unsigned __int128*>(u64));
+      break;
   }
   count_ += n;
 }

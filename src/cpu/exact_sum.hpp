@@ -47,6 +47,7 @@ class exact_sum {
  private:
   dtype t_;
   std::vector<long long> words_;
+  std::vector<unsigned long long> bins_;  // add()'s bins (16-byte aligned by the allocator)
   unsigned flags_ = 0;
   std::uint64_t count_ = 0;
 };
