@@ -6,7 +6,7 @@
 # (compute-sanitizer memcheck/racecheck/synccheck/initcheck on the tests at small sizes), bench
 # (tally info + tally bench core), numerics (tally bench numerics: argmin/argmax vs CUB, dot vs
 # cuBLAS, accuracy modes, stats, f16/bf16; about 2 minutes), segmented (tally bench segmented), host
-# (tally bench host and scripts/host-file-check.py: host memory and files end to end), python
+# (tally bench host, tally bench cpu and scripts/host-file-check.py: host memory and files end to end), python
 # (scripts/python-bench.py: tally.sum vs torch and cupy), pytest (the Python tests alone; the test
 # stage runs them too), calls (tally bench calls: the host cost of one small call and of the
 # driver queries behind the memory checks), lab (tally lab run), sweep (tally lab sweep), tune
@@ -138,6 +138,9 @@ if has host; then
   grep -E "exact_same_bits|host_share_same_bits" "$out/bench-host.md" | tee -a "$out/summary.txt"
   grep -q "exact_same_bits_as_device: yes" "$out/bench-host.md" || status=1
   grep -q "host_share_same_bits_as_device_exact: NO" "$out/bench-host.md" && status=1
+  step "bench cpu: the host's exact sum (the head start's share) on 1 .. all cores"
+  "$bin/tally" bench cpu --json "$out/bench-cpu.json" --md "$out/bench-cpu.md" >/dev/null 2>>"$out/progress.log" || status=1
+  grep -E "same_bits" "$out/bench-cpu.md" | tee -a "$out/summary.txt"
   step "files: a 2^31 f32 .npy from the page cache, a sparse 100 GiB raw file"
   python3 scripts/host-file-check.py "$bin/tally" /tmp/tally-host-files ${TALLY_HOST_FILE_ARGS:-} \
     >"$out/host-files.log" 2>&1 || status=1

@@ -11,6 +11,7 @@
 
 #include "bench/core_bench.hpp"
 #include "bench/calls_bench.hpp"
+#include "bench/cpu_bench.hpp"
 #include "bench/host_bench.hpp"
 #include "bench/numerics_bench.hpp"
 #include "bench/segmented_bench.hpp"
@@ -363,6 +364,13 @@ int main(int argc, char** argv) {
   distb->add_flag("--quick", dist_quick, "fewer repetitions");
   distb->add_option("--totals", dist_totals, "log2 of the total elements, e.g. 20,24,28,31")->delimiter(',');
 
+  output_files cpu_out;
+  tally::bench::cpu_bench_options cpu_opt;
+  auto* cpub = bench->add_subcommand(
+      "cpu", "the host's exact sum (a head start's share) on 1 .. all cores, no GPU needed");
+  add_output_options(cpub, cpu_out);
+  cpub->add_option("--mib", cpu_opt.mib, "MiB of each dtype's array")->check(CLI::Range(1, 65536));
+  cpub->add_option("--reps", cpu_opt.reps, "runs per thread count (the median)")->check(CLI::Range(1, 100));
   output_files calls_out;
   tally::bench::calls_bench_options calls_opt;
   auto* callsb = bench->add_subcommand(
@@ -520,6 +528,7 @@ int main(int argc, char** argv) {
       return bench_run("host", host_opt, tally::bench::run_host_bench, host_out);
     }
     if (callsb->parsed()) return bench_run("calls", calls_opt, tally::bench::run_calls_bench, calls_out);
+    if (cpub->parsed()) return bench_run("cpu", cpu_opt, tally::bench::run_cpu_bench, cpu_out);
     if (distb->parsed()) {
 #if TALLY_CLI_HAVE_DIST
       tally::bench::dist_bench_options o;
