@@ -77,6 +77,9 @@ def main():
     paths = [("head start (host cores + GPU)", {}), ("head start, file mapped", {"TALLY_HEAD_START_MAPPED": "1"}),
              ("head start, shared to the end", {"TALLY_HEAD_START_SHARE": "1"}),
              ("head start, mapped and shared", {"TALLY_HEAD_START_MAPPED": "1", "TALLY_HEAD_START_SHARE": "1"}),
+             # 4 host threads on after the GPU is ready, the other cores left to the staging's workers
+             ("head start, mapped, shared by 4 host threads",
+              {"TALLY_HEAD_START_MAPPED": "1", "TALLY_HEAD_START_SHARE": "1", "TALLY_HEAD_START_SHARE_THREADS": "4"}),
              ("GPU only (TALLY_HEAD_START=0)", {"TALLY_HEAD_START": "0"})]
     times = {what: [] for what, _ in paths}
     for rep in range(3):

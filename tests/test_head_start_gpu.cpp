@@ -145,6 +145,10 @@ TEST(HeadStartGpu, SharedToTheEndChangesNothing) {
   matches_device_exact<float>(50000017, test_seed() + 9);  // 200 MB: several GPU groups
   matches_device_exact<double>(1000003, test_seed() + 10);
   matches_device_exact<bf16>(3000019, test_seed() + 11);
+  {
+    const env_var one("TALLY_HEAD_START_SHARE_THREADS", "1");  // one host thread on after the GPU is ready
+    matches_device_exact<float>(50000017, test_seed() + 16);
+  }
   std::vector<float> h(4u << 20, 1.0f);
   array_source src{reinterpret_cast<const unsigned char*>(h.data()), 4};
   src.fail_at = h.size() - 10;

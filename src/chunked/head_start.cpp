@@ -87,6 +87,12 @@ value run(const spec& s, std::uint64_t n, reducer::fill_fn fill, void* context, 
     const std::uint64_t mib = std::min<std::uint64_t>(std::strtoull(v, nullptr, 10), std::uint64_t(1) << 40);
     return ((mib << 20) / elem + piece - 1) / piece;
   };
+  // Sharing: TALLY_HEAD_START_SHARE_THREADS=k keeps only k of the host's threads going once the GPU
+  // is ready (its staging workers need cores too; an experiment's knob, default all of them).
+  const char* keep_env = share ? std::getenv("TALLY_HEAD_START_SHARE_THREADS") : nullptr;
+  const int keep_after_ready =
+      keep_env != nullptr && *keep_env != '\0' ? static_cast<int>(std::min<unsigned long long>(std::strtoull(keep_env, nullptr, 10), 1024))
+                                               : threads;
   const std::uint64_t min_pieces = mib_pieces("TALLY_HEAD_START_MIN_MIB", 0);
   const std::uint64_t max_pieces = mib_pieces("TALLY_HEAD_START_MAX_MIB", ~std::uint64_t(0));
   std::vector<std::unique_ptr<cpu::exact_sum>> sums;
@@ -175,6 +181,7 @@ value run(const spec& s, std::uint64_t n, reducer::fill_fn fill, void* context, 
         for (;;) {
           if (failed.load(std::memory_order_acquire)) return;
           if (!share && ready.load(std::memory_order_acquire) && next.load() >= min_pieces) return;
+          if (share && k >= keep_after_ready && ready.load(std::memory_order_acquire)) return;
           if (next.load() >= max_pieces) return;
           const std::uint64_t j = next.fetch_add(1);
           if (j >= pieces || j >= max_pieces) return;  // past the end: not taken by anyone
