@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <exception>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -33,6 +34,33 @@ inline std::string error_of(const std::function<void()>& fn) {
   }
   return "";
 }
+
+// The message of any std::exception fn throws ("" if it throws none): a producer's own exception
+// comes back as it was thrown.
+inline std::string error_of_any(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// An environment variable set for a scope (restored on the way out, exceptions too).
+struct scoped_env {
+  std::string name, old;
+  bool had = false;
+  scoped_env(const char* n, const char* value) : name(n) {
+    if (const char* o = std::getenv(n)) had = true, old = o;
+    setenv(n, value, 1);
+  }
+  ~scoped_env() {
+    if (had) setenv(name.c_str(), old.c_str(), 1);
+    else unsetenv(name.c_str());
+  }
+  scoped_env(const scoped_env&) = delete;
+  scoped_env& operator=(const scoped_env&) = delete;
+};
 
 // TALLY_TEST_SMALL=1 (set under compute-sanitizer) keeps every size at or below 2^16.
 inline bool small_only() {

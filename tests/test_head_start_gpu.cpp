@@ -35,40 +35,15 @@ void fill_array(void* context, int, void* dst, std::uint64_t first, std::uint64_
   std::memcpy(dst, a->data + first * a->elem, count * a->elem);
 }
 
-// An environment variable set for the scope of a test (restored on the way out, exceptions too).
-struct env_var {
-  std::string name, old;
-  bool had = false;
-  env_var(const char* n, const char* value) : name(n) {
-    if (const char* o = std::getenv(n)) had = true, old = o;
-    setenv(n, value, 1);
-  }
-  ~env_var() {
-    if (had) setenv(name.c_str(), old.c_str(), 1);
-    else unsetenv(name.c_str());
-  }
-  env_var(const env_var&) = delete;
-  env_var& operator=(const env_var&) = delete;
-};
 // TALLY_HEAD_START_MIN_MIB: the host goes on to at least this much after the GPU is ready.
-struct host_takes_at_least : env_var {
-  explicit host_takes_at_least(const char* mib) : env_var("TALLY_HEAD_START_MIN_MIB", mib) {}
+struct host_takes_at_least : scoped_env {
+  explicit host_takes_at_least(const char* mib) : scoped_env("TALLY_HEAD_START_MIN_MIB", mib) {}
 };
 // MIN and MAX both: the host takes exactly the first `mib` MiB, the GPU the rest.
 struct host_takes_exactly {
-  env_var lo, hi;
+  scoped_env lo, hi;
   explicit host_takes_exactly(const char* mib) : lo("TALLY_HEAD_START_MIN_MIB", mib), hi("TALLY_HEAD_START_MAX_MIB", mib) {}
 };
-
-// The message of any exception fn throws ("" if none).
-std::string error_of_any(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // host_min: the host's share must be at least this many elements (from the MIN knob).
 template <class T>
@@ -141,12 +116,12 @@ TEST(HeadStartGpu, ALargeHostShareChangesNothing) {
 // shares interleave (the host's 1 MiB pieces between the GPU's 64 MiB groups).
 TEST(HeadStartGpu, SharedToTheEndChangesNothing) {
   TALLY_REQUIRE_GPU();
-  const env_var share("TALLY_HEAD_START_SHARE", "1");
+  const scoped_env share("TALLY_HEAD_START_SHARE", "1");
   matches_device_exact<float>(50000017, test_seed() + 9);  // 200 MB: several GPU groups
   matches_device_exact<double>(1000003, test_seed() + 10);
   matches_device_exact<bf16>(3000019, test_seed() + 11);
   {
-    const env_var one("TALLY_HEAD_START_SHARE_THREADS", "1");  // one host thread on after the GPU is ready
+    const scoped_env one("TALLY_HEAD_START_SHARE_THREADS", "1");  // one host thread on after the GPU is ready
     matches_device_exact<float>(50000017, test_seed() + 16);
   }
   std::vector<float> h(4u << 20, 1.0f);
@@ -239,7 +214,7 @@ void host_share_matches(std::uint64_t n, std::uint32_t seed) {
 
 TEST(HeadStartGpu, HostShareOfPageableArrays) {
   TALLY_REQUIRE_GPU();
-  const env_var share("TALLY_HOST_SHARE", "1");
+  const scoped_env share("TALLY_HOST_SHARE", "1");
   host_share_matches<float>((std::uint64_t(64) << 20) / 4 + 12345, test_seed() + 12);
   host_share_matches<double>((std::uint64_t(64) << 20) / 8 + 7, test_seed() + 13);
   host_share_matches<bf16>((std::uint64_t(64) << 20) / 2 + 1, test_seed() + 14);

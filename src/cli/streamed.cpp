@@ -22,6 +22,12 @@
 namespace tally::cli {
 namespace {
 
+// The progress line of a file command: bytes done of the whole, and the rate since the start.
+std::string progress_line(double done_bytes, double total_gib, double seconds) {
+  return fmt::format("{:.1f} of {:.1f} GiB, {:.1f} GB/s", done_bytes / 1073741824.0, total_gib,
+                     done_bytes / seconds / 1e9);
+}
+
 // What feed_from's callback reads: input k of the current piece from files[k], starting at
 // element `base` of the file.
 struct file_pieces {
@@ -54,7 +60,7 @@ void feed_files(reducer& r, const io::array_file* x, const io::array_file* y) {
     at += count;
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double done = static_cast<double>(at * es * (y ? 2 : 1));
-    bar.step(fmt::format("{:.1f} of {:.1f} GiB, {:.1f} GB/s", done / 1073741824.0, total_gib, done / s / 1e9));
+    bar.step(progress_line(done, total_gib, s));
   } while (at < n);
 }
 
@@ -157,7 +163,7 @@ value reduce_file(const io::array_file& f, op o, const options& opt) {
         [&](std::uint64_t done) {
           const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
           const double bytes = static_cast<double>(done * es);
-          bar.step(fmt::format("{:.1f} of {:.1f} GiB, {:.1f} GB/s", bytes / 1073741824.0, total_gib, bytes / sec / 1e9));
+          bar.step(progress_line(bytes, total_gib, sec));
         },
         &report, mapped);
     if (debug != nullptr && *debug != '\0')
