@@ -14,7 +14,8 @@
 # the argmax/dot tables of bench numerics twice, --schedule strided and --schedule dynamic: whether
 # a GPU's measured entry should turn the dynamic schedule on), dist (the sharded reductions:
 # Dist* tests, tally_dist_mpi_check under mpirun on every GPU, `tally reduce --ranks` of files against
-# one GPU, and `tally bench dist`; TALLY_DIST_BENCH_ARGS, e.g. "--quick --totals 20,24"). Logs and JSON land in
+# one GPU, and `tally bench dist`; TALLY_DIST_BENCH_ARGS, e.g. "--quick --totals 20,24"; TALLY_DIST_RANKS,
+# e.g. "2 4": those process counts one after the other, bench-dist-npN.md each). Logs and JSON land in
 # OUTDIR. TALLY_TEST_FILTER narrows the test stage (a gtest filter).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -65,8 +66,11 @@ if has dist; then
   step "dist: sharded reductions (NCCL), one process and one process per GPU"
   "$bin/tally_tests" --gtest_brief=1 --gtest_filter='Dist*' >"$out/dist.log" 2>&1 || status=1
   tail -3 "$out/dist.log" | tee -a "$out/summary.txt"
-  gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
-  if [ "$gpus" -ge 2 ] && [ -x "$bin/tally_dist_mpi_check" ]; then
+  all_gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+  # TALLY_DIST_RANKS: the process counts to run (e.g. "4 2" on four GPUs); every GPU by default.
+  for gpus in ${TALLY_DIST_RANKS:-$all_gpus}; do
+  sfx=""; [ -n "${TALLY_DIST_RANKS:-}" ] && sfx="-np$gpus"
+  if [ "$gpus" -ge 2 ] && [ "$gpus" -le "$all_gpus" ] && [ -x "$bin/tally_dist_mpi_check" ]; then
     # Each rank free to use every core (TALLY_MPI_BIND to change): OpenMPI binds a rank to one core
     # by default when there are two, where NCCL's proxy thread and the waiting thread then share it.
     mpi="mpirun --allow-run-as-root --oversubscribe --bind-to ${TALLY_MPI_BIND:-none} -np $gpus -x NCCL_NVLS_ENABLE"
@@ -82,12 +86,13 @@ if has dist; then
     tee -a "$out/dist.log" "$out/summary.txt" <"$out/dist-files.log"
     grep -q FAIL "$out/dist-files.log" && status=1
     step "bench dist: one GPU vs $gpus, tally::dist vs CUB per shard + ncclAllReduce"
-    NCCL_NVLS_ENABLE=0 timeout 400 $mpi "$bin/tally" bench dist ${TALLY_DIST_BENCH_ARGS:-} --md "$out/bench-dist.md" \
-      --json "$out/bench-dist.json" >"$out/bench-dist.log" 2>&1 || { status=1; tail -20 "$out/bench-dist.log"; }
-    grep -B2 -A24 "latency:" "$out/bench-dist.md" | tee -a "$out/summary.txt"
+    NCCL_NVLS_ENABLE=0 timeout 400 $mpi "$bin/tally" bench dist ${TALLY_DIST_BENCH_ARGS:-} --md "$out/bench-dist$sfx.md" \
+      --json "$out/bench-dist$sfx.json" >"$out/bench-dist$sfx.log" 2>&1 || { status=1; tail -20 "$out/bench-dist$sfx.log"; }
+    grep -B2 -A24 "latency:" "$out/bench-dist$sfx.md" | tee -a "$out/summary.txt"
   else
-    echo "dist: $gpus GPU(s): the one-process-per-GPU check needs two (nvidia-h200-x2)" | tee -a "$out/summary.txt"
+    echo "dist: $gpus of $all_gpus GPU(s): the one-process-per-GPU check needs two or more (nvidia-h200-x2)" | tee -a "$out/summary.txt"
   fi
+  done
 fi
 if has sanitize; then
   # The lab's deliberately wrong variants race by design (hip-3, hip-4: every thread of a block

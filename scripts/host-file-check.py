@@ -71,15 +71,16 @@ def main():
     subprocess.run(["cat", path], stdout=subprocess.DEVNULL, check=True)  # into the page cache
     gb = 4 * n / 1e9
     # The head start (the host's cores sum the file exactly while CUDA starts, the GPU the rest;
-    # src/chunked/head_start.hpp), with the host threads reading the mapped file in place
-    # (TALLY_HEAD_START_MAPPED=1), and the GPU-only path (TALLY_HEAD_START=0), alternating.
-    # TALLY_HEAD_START_SHARE=1: the host keeps taking pieces after the GPU is ready.
-    paths = [("head start (host cores + GPU)", {}), ("head start, file mapped", {"TALLY_HEAD_START_MAPPED": "1"}),
-             ("head start, shared to the end", {"TALLY_HEAD_START_SHARE": "1"}),
-             ("head start, mapped and shared", {"TALLY_HEAD_START_MAPPED": "1", "TALLY_HEAD_START_SHARE": "1"}),
+    # src/chunked/head_start.hpp), the host threads reading the mapped file in place (the default)
+    # or with pread (TALLY_HEAD_START_MAPPED=0), and the GPU-only path (TALLY_HEAD_START=0),
+    # alternating. TALLY_HEAD_START_SHARE=1: the host keeps taking pieces after the GPU is ready.
+    paths = [("head start, pread (host cores + GPU)", {"TALLY_HEAD_START_MAPPED": "0"}),
+             ("head start, file mapped (the default)", {}),
+             ("head start, pread, shared to the end", {"TALLY_HEAD_START_MAPPED": "0", "TALLY_HEAD_START_SHARE": "1"}),
+             ("head start, mapped and shared", {"TALLY_HEAD_START_SHARE": "1"}),
              # 4 host threads on after the GPU is ready, the other cores left to the staging's workers
              ("head start, mapped, shared by 4 host threads",
-              {"TALLY_HEAD_START_MAPPED": "1", "TALLY_HEAD_START_SHARE": "1", "TALLY_HEAD_START_SHARE_THREADS": "4"}),
+              {"TALLY_HEAD_START_SHARE": "1", "TALLY_HEAD_START_SHARE_THREADS": "4"}),
              ("GPU only (TALLY_HEAD_START=0)", {"TALLY_HEAD_START": "0"})]
     times = {what: [] for what, _ in paths}
     for rep in range(3):
@@ -98,12 +99,12 @@ def main():
             times[what].append(t)
     # The host alone (TALLY_HEAD_START_MIN_MIB past the file: the GPU takes nothing), both ways of
     # reading: the host's exact-sum rate on this machine.
-    for extra in ({}, {"TALLY_HEAD_START_MAPPED": "1"}):
+    for extra in ({"TALLY_HEAD_START_MAPPED": "0"}, {}):
         env = dict(os.environ, TALLY_DEBUG_HEAD_START="1", TALLY_HEAD_START_MIN_MIB=str(1 << 20), **extra)
         t, p = run([a.tally, "reduce", path, "--value-only"], env)
         good = p.returncode == 0 and float(np.float32(p.stdout.split()[0])) == want
         ok &= good
-        print(f"  host only{', mapped' if extra else ''}: {t:.3f} s {'ok' if good else 'MISMATCH'} {p.stderr.strip()}")
+        print(f"  host only{', pread' if extra else ', mapped'}: {t:.3f} s {'ok' if good else 'MISMATCH'} {p.stderr.strip()}")
     t, p = run([a.tally, "reduce", path, "--mode", "exact", "--value-only"])
     got = float(np.float32(p.stdout.split()[0])) if p.returncode == 0 else float("nan")
     same = got == want

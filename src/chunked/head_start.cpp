@@ -262,6 +262,7 @@ value run(const spec& s, std::uint64_t n, reducer::fill_fn fill, void* context, 
     }
     threads_of.join_workers();
     if (host_error) std::rethrow_exception(host_error);
+    if (progress) progress(host_done.load() + gpu_elements);  // the host's last pieces too: n
   }
   // Both shares, added exactly, rounded once.
   cpu::exact_sum host(s.t);

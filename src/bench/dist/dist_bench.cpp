@@ -82,13 +82,18 @@ struct candidate {
   std::function<void()> call;
 };
 
-// Host microseconds per call over `calls` back-to-back calls after a barrier: the slowest rank's,
-// and the fastest's (the ranks that called).
+// Host microseconds per call over `calls` back-to-back calls after a barrier and one untimed
+// call: the slowest rank's, and the fastest's (the ranks that called). The untimed call lines the
+// ranks up: they leave MPI_Barrier up to tens of microseconds apart, and in a candidate that
+// synchronises the ranks (an all-reduce, tally::dist) the first rank out waits that long in its
+// first call, which at 2^32 (3 calls a loop) added 40-75 us to every call of the loop on two
+// H100s (2026-11-26: the 1-float ncclAllReduce measured 56.7 us there, 15 us at small sizes).
 std::pair<double, double> loop_us(const candidate& c, int calls, int rank) {
   check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
   double us = 0;
   const bool calls_here = !c.rank0_only || rank == 0;
   if (calls_here) {
+    c.call();
     const auto t0 = clk::now();
     for (int i = 0; i < calls; ++i) c.call();
     us = std::chrono::duration<double, std::micro>(clk::now() - t0).count() / calls;
@@ -178,7 +183,7 @@ report run(const dist_bench_options& opt, int rank, int size) {
   const char* nvls = std::getenv("NCCL_NVLS_ENABLE");
   rep.meta["NCCL_NVLS_ENABLE"] = nvls ? nvls : "(unset)";
   rep.meta["timing"] = "host wall clock of blocking calls that end with the result on the host: back-to-back calls "
-                       "after a barrier, the slowest rank's time per call, the median of " +
+                       "after a barrier and one untimed call, the slowest rank's time per call, the median of " +
                        std::to_string(reps) + " loops; candidates alternate";
   rep.meta["data"] = "f32 uniform in [-1, 1); rank k's shard holds elements [k N / ranks, (k + 1) N / ranks) of the "
                      "array that rank 0 reduces alone";
