@@ -93,12 +93,41 @@ struct shard {
 
 // Collective: every rank of comm calls the same function with the same dtype, op and options.
 // Blocks until the result is known (the shard's reduce runs on `stream`, the exchange on the
-// communicator's own stream after it). The result is the same on every rank.
+// communicator's own stream after it). The result is the same on every rank. A capturing stream
+// is refused (the combine runs on the host before the call returns): capture the _async forms.
 value reduce(const communicator& comm, const shard& s, dtype t, op o, const options& opt = {},
              stream_t stream = nullptr);
 value dot(const communicator& comm, const shard& s, dtype t, const options& opt = {}, stream_t stream = nullptr);
 stats reduce_stats(const communicator& comm, const shard& s, dtype t, const options& opt = {},
                    stream_t stream = nullptr);
+
+// Stream-ordered and graph-capturable forms: the shard's reduce, the exchange (one NCCL all-gather
+// of the records) and the combine (a host function, cudaLaunchHostFunc: the same fold in the same
+// order as the blocking calls, so the same bits) are queued on `stream`, then a copy of the result
+// to d_out (device memory of this rank's GPU: what tally::reduce writes, result_bytes(t, o); dot:
+// one dot_result_dtype(t); stats: one tally::stats); the call returns before any of it has run.
+// Capture it into a CUDA graph as any NCCL collective: every replay reduces the shards' contents
+// at that time. Collective as the blocking calls: every rank queues the same calls in the same
+// order. One communicator's calls run one after another (queue them on one stream, or order the
+// streams), and not beside its blocking calls (synchronize() first).
+//
+// Errors: this rank's own bad arguments (a null or host shard, an unsupported dtype or op, a bad
+// d_out) throw tally::error here, after this rank has still joined the exchange with its failure
+// in its record, so that no other rank waits for it (synchronize() then reports that failed
+// exchange too, on every rank). What only the exchange shows (another rank's failure, ranks that
+// disagree, shards that do not tile the array) the combine finds on every rank: d_out then holds
+// NaN (float results; stats: count 0 and NaN fields) or zero (integers; index -1 for
+// argmin/argmax), and synchronize() throws the message.
+void reduce_async(const communicator& comm, const shard& s, dtype t, op o, void* d_out, stream_t stream = nullptr,
+                  const options& opt = {});
+void dot_async(const communicator& comm, const shard& s, dtype t, void* d_out, stream_t stream = nullptr,
+               const options& opt = {});
+void reduce_stats_async(const communicator& comm, const shard& s, dtype t, void* d_out, stream_t stream = nullptr,
+                        const options& opt = {});
+// Waits until `stream`'s work is done, at most the communicator's timeout_ms (a rank that never
+// joins an exchange: the communicator is aborted and this throws), then throws the first error a
+// combine of this communicator found since the last synchronize() (and forgets it).
+void synchronize(const communicator& comm, stream_t stream = nullptr);
 
 // One process driving all the ranks of `comms` (from communicator::init_all): shards[k] on
 // comms[k]; returns the one result. streams: one per rank, or empty for the default streams.

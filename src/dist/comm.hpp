@@ -6,6 +6,7 @@
 #include <nccl.h>
 
 #include <chrono>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,16 @@ struct communicator::impl {
   unsigned char* h_mine = nullptr;     // pinned mirrors
   unsigned char* h_all = nullptr;      // every rank's record, rank order: the all-gather's
                                        // receive buffer (pinned host memory)
+  // The stream-ordered calls (src/dist/async.cpp) have record buffers of their own, so that a
+  // blocking call never overwrites what a queued combine has yet to read: this rank's record, every
+  // rank's (pinned: the all-gather's receive buffer, which the combine reads on the host), the
+  // result the combine writes (pinned; a copy on the stream takes it to the caller's d_out), and
+  // the first error a combine found since the last synchronize().
+  unsigned char* d_mine_async = nullptr;
+  unsigned char* h_all_async = nullptr;
+  unsigned char* h_result = nullptr;
+  std::mutex async_mutex;
+  std::string async_error;
   ~impl();
 };
 

@@ -80,6 +80,11 @@ void allocate(communicator::impl& c) {
   check_cuda(cudaMallocHost(reinterpret_cast<void**>(&c.h_mine), rb), "cudaMallocHost(the communicator's record)");
   check_cuda(cudaMallocHost(reinterpret_cast<void**>(&c.h_all), rb * static_cast<std::size_t>(c.size)),
              "cudaMallocHost(the communicator's records of every rank)");
+  check_cuda(cudaMalloc(reinterpret_cast<void**>(&c.d_mine_async), rb), "cudaMalloc(the stream-ordered calls' record)");
+  check_cuda(cudaMallocHost(reinterpret_cast<void**>(&c.h_all_async), rb * static_cast<std::size_t>(c.size)),
+             "cudaMallocHost(the stream-ordered calls' records of every rank)");
+  check_cuda(cudaMallocHost(reinterpret_cast<void**>(&c.h_result), kResultBytes),
+             "cudaMallocHost(the stream-ordered calls' result)");
 }
 
 int device_or_current(int device) {
@@ -218,6 +223,9 @@ communicator::impl::~impl() {
   cudaFree(d_all);
   cudaFreeHost(h_mine);
   cudaFreeHost(h_all);
+  cudaFree(d_mine_async);
+  cudaFreeHost(h_all_async);
+  cudaFreeHost(h_result);
   if (ready != nullptr) cudaEventDestroy(ready);
   if (stream != nullptr) cudaStreamDestroy(stream);
   (void)cudaGetLastError();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <numeric>
 
 #include "core/exact.cuh"
@@ -167,6 +168,76 @@ stats combine_stats(const unsigned char* records, int size, const chunked::spec&
   const std::vector<header> hs = headers_of(records, size);
   std::uint64_t total = 0;
   return folded(records, hs, s, total).stats_result();
+}
+
+namespace {
+
+const char* async_name(chunked::what w) {
+  switch (w) {
+    case chunked::what::reduce: return "reduce_async";
+    case chunked::what::dot: return "dot_async";
+    case chunked::what::stats: return "reduce_stats_async";
+  }
+  return "?";
+}
+
+// The result of a failed call, as the core would write it (see combine_into).
+void write_failure(const chunked::spec& s, unsigned char* out) {
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+  std::memset(out, 0, kResultBytes);
+  if (s.w == chunked::what::stats) {
+    stats f;
+    f.count = 0;
+    f.sum = f.min = f.max = f.mean = f.m2 = nan;
+    std::memcpy(out, &f, sizeof f);
+    return;
+  }
+  value v;
+  v.type = s.w == chunked::what::dot ? (s.t == dtype::f64 ? dtype::f64 : dtype::f32) : result_dtype(s.t, s.o);
+  if (v.type == dtype::f32 || v.type == dtype::f64) v.f = nan;
+  if (s.w == chunked::what::reduce && (s.o == op::argmin || s.o == op::argmax)) v.index = -1;
+  (void)chunked::encode_result(s, v, out);
+}
+
+}  // namespace
+
+std::string combine_into(const unsigned char* records, int size, int rank, unsigned char* out) {
+  std::memset(out, 0, kResultBytes);
+  if (size < 1 || rank < 0 || rank >= size) return "tally::dist: internal error: rank " + std::to_string(rank) + " of " + std::to_string(size);
+  header mine;
+  std::memcpy(&mine, records + static_cast<std::size_t>(rank) * record_bytes(), sizeof mine);
+  const std::string where = " on rank " + std::to_string(rank) + " of " + std::to_string(size) + ": ";
+  if (mine.magic != kMagic || mine.version != kVersion || !in_range(mine.what, 3) || !in_range(mine.dtype, kDtypeCount) ||
+      !in_range(mine.op, kOpCount) || !in_range(mine.nan, 2) || !in_range(mine.mode, 3))
+    return "tally::dist" + where + "this rank's own record is malformed (its call was not enqueued as a whole)";
+  chunked::spec s;
+  s.w = static_cast<chunked::what>(mine.what);
+  s.t = static_cast<dtype>(mine.dtype);
+  s.o = static_cast<op>(mine.op);
+  s.opt.nan = static_cast<nan_policy>(mine.nan);
+  s.opt.mode = static_cast<accuracy>(mine.mode);
+  const std::string fn = std::string("tally::dist::") + async_name(s.w);
+  std::string why;
+  try {
+    why = check_headers(headers_of(records, size), s);
+    if (why.empty()) {
+      if (s.w == chunked::what::stats) {
+        const stats st = combine_stats(records, size, s);
+        std::memcpy(out, &st, sizeof st);
+      } else {
+        (void)chunked::encode_result(s, combine(records, size, s), out);
+      }
+      return "";
+    }
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  try {
+    write_failure(s, out);
+  } catch (const std::exception&) {
+    std::memset(out, 0, kResultBytes);  // a call the core refuses has no result type
+  }
+  return fn + where + why;
 }
 
 }  // namespace tally::dist

@@ -33,6 +33,8 @@ inline constexpr std::size_t kPartialOffset = kHeaderBytes;
 inline constexpr std::size_t kPartialBytes = 64;  // at least chunked::accumulation_memory::kMaxPartial
 inline constexpr std::size_t kCarryOffset = kPartialOffset + kPartialBytes;
 std::size_t record_bytes();  // kCarryOffset + chunked::carry_bytes(), rounded up to 256
+// The largest result a call writes: one tally::stats (reduce and dot write at most 16 bytes).
+inline constexpr std::size_t kResultBytes = 64;
 static_assert(sizeof(header) <= kHeaderBytes, "the header fits its slot");
 
 // This rank's header: the call (s), its shard, and its own error ("" when none).
@@ -47,5 +49,13 @@ std::string check_headers(const std::vector<header>& all, const chunked::spec& s
 // the partials folded in the order of the shards' first elements, the exact accumulators added.
 value combine(const unsigned char* records, int size, const chunked::spec& s);
 stats combine_stats(const unsigned char* records, int size, const chunked::spec& s);
+
+// The combine of the stream-ordered calls (a host function on the caller's stream, so it may not
+// throw nor call CUDA): the call is read from rank `rank`'s own record, every record checked
+// against it and combined, and the result written at out as the core writes it (kResultBytes at
+// most; stats: one tally::stats). Returns "" or the error ("tally::dist::reduce_async on rank r of
+// n: ..."), having then written the failure's result instead: NaN for float results and for every
+// field of stats but count (0), zero for integers, index -1 for argmin/argmax.
+std::string combine_into(const unsigned char* records, int size, int rank, unsigned char* out);
 
 }  // namespace tally::dist

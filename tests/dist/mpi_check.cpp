@@ -115,6 +115,38 @@ int main(int argc, char** argv) {
       const tally::stats st = tally::dist::reduce_stats(comm, sf, tally::dtype::f32);
       const tally::stats one = tally::stats_value(whole_f.get(), n, tally::dtype::f32);
       expect(st.count == n && st.min == one.min && st.max == one.max, "stats: count, min and max" + tag);
+
+      // The stream-ordered form: the same bits as one GPU, queued and from a captured graph.
+      cudaStream_t cs = nullptr;
+      if (cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking) != cudaSuccess) throw tally::error("cudaStreamCreate failed");
+      const tally::stream_t ts = reinterpret_cast<tally::stream_t>(cs);
+      tally::device_buffer res(64);
+      tally::dist::reduce_async(comm, sf, tally::dtype::f32, tally::op::sum, res.get(), ts, exact);
+      tally::dist::synchronize(comm, ts);
+      float got = 0;
+      res.download(&got, 4);
+      const tally::value one_exact = tally::reduce_value(whole_f.get(), n, tally::dtype::f32, tally::op::sum, nullptr, exact);
+      expect(got == static_cast<float>(one_exact.f), "reduce_async exact f32 sum: the same bits as one GPU" + tag);
+      if (cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal) != cudaSuccess) throw tally::error("capture failed");
+      tally::dist::reduce_async(comm, si, tally::dtype::i32, tally::op::argmax, res.get(), ts);
+      cudaGraph_t g = nullptr;
+      cudaGraphExec_t ge = nullptr;
+      if (cudaStreamEndCapture(cs, &g) != cudaSuccess || cudaGraphInstantiate(&ge, g, 0) != cudaSuccess)
+        throw tally::error("capture of reduce_async failed");
+      const tally::value one_am = tally::reduce_value(whole_i.get(), n, tally::dtype::i32, tally::op::argmax);
+      for (int replay = 0; replay < 3; ++replay) {
+        if (cudaGraphLaunch(ge, cs) != cudaSuccess) throw tally::error("cudaGraphLaunch failed");
+        tally::dist::synchronize(comm, ts);
+        std::int64_t index = -2;
+        std::int32_t value = 0;
+        res.download(&index, 8);
+        res.download(&value, 4, 8);
+        expect(index == one_am.index && value == one_am.i,
+               "reduce_async i32 argmax from a captured graph, replay " + std::to_string(replay) + ": as one GPU" + tag);
+      }
+      cudaGraphExecDestroy(ge);
+      cudaGraphDestroy(g);
+      cudaStreamDestroy(cs);
     }
 
     // Failures: every rank gets the error; the communicator stays usable.
@@ -133,6 +165,18 @@ int main(int argc, char** argv) {
       const tally::dtype t = rank_ == size_ - 1 ? tally::dtype::f64 : tally::dtype::f32;
       e = error_of([&] { tally::dist::reduce(comm, half, t, tally::op::sum); });
       expect(e.find("the ranks disagree") != std::string::npos, "a rank with another dtype: every rank refuses (" + e + ")");
+      // The same disagreement in the stream-ordered form: found by the combine, reported by
+      // synchronize() on every rank, NaN in d_out.
+      {
+        tally::device_buffer res(64);
+        tally::dist::reduce_async(comm, sf, tally::dtype::f32, o, res.get());
+        e = error_of([&] { tally::dist::synchronize(comm); });
+        float got = 0;
+        res.download(&got, 4);
+        expect(e.find("reduce_async on rank " + std::to_string(rank_)) != std::string::npos &&
+                   e.find("the ranks disagree") != std::string::npos && got != got,
+               "reduce_async, a rank with another op: every rank's synchronize() says so, NaN result (" + e + ")");
+      }
       std::vector<float> host(16);
       tally::dist::shard bad = sf;
       if (rank_ == size_ - 1) bad.d_in = host.data();

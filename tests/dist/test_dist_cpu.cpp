@@ -185,5 +185,101 @@ TEST(DistCpu, ExactSumIsTheSameForAnySplit) {
   }
 }
 
+// The stream-ordered calls' combine (a host function on the stream): the call read from the
+// rank's own record, the result written as the core writes it; on a failure the message names the
+// call and the rank, and the result is the documented failure value.
+TEST(DistCpu, TheStreamOrderedCombineWritesTheResultOrTheFailure) {
+  unsigned char out[dist::kResultBytes];
+  {  // i32 argmax over two shards: the global index and the value, as tally::reduce writes them.
+    const auto s = reduce_spec(dtype::i32, op::argmax);
+    records r(s, {10, 10}, {0, 10});
+    value a, b;
+    a.type = b.type = dtype::i32;
+    a.i = 7, a.index = 4;
+    b.i = 9, b.index = 1;
+    r.partial(s, 0, a);
+    r.partial(s, 1, b);
+    for (int rank : {0, 1}) {
+      ASSERT_EQ(dist::combine_into(r.bytes.data(), r.size, rank, out), "");
+      std::int64_t index = 0;
+      std::int32_t v = 0;
+      std::memcpy(&index, out, 8);
+      std::memcpy(&v, out + 8, 4);
+      EXPECT_EQ(index, 11);
+      EXPECT_EQ(v, 9);
+    }
+  }
+  {  // f64 exact sum: the carries added and rounded once, the same bits as combine().
+    const auto s = reduce_spec(dtype::f64, op::sum, accuracy::exact);
+    records r(s, {2, 1}, {0, 2});
+    for (int k = 0; k < 2; ++k) std::memset(r.carry(k), 0, chunked::carry_bytes());
+    core::exact::add(r.carry(0), 1e300);
+    core::exact::add(r.carry(0), 3.0);
+    core::exact::add(r.carry(1), -1e300);
+    ASSERT_EQ(dist::combine_into(r.bytes.data(), r.size, 1, out), "");
+    double got = 0;
+    std::memcpy(&got, out, 8);
+    EXPECT_EQ(got, 3.0);
+    EXPECT_EQ(got, dist::combine(r.bytes.data(), r.size, s).f);
+  }
+  {  // stats: one tally::stats, the fold of the shards' records.
+    chunked::spec s{chunked::what::stats, dtype::f32, op::sum, {}};
+    records r(s, {2, 2}, {0, 2});
+    const stats a{2, 3.0, 1.0, 2.0, 1.5, 0.5}, b{2, 7.0, 3.0, 4.0, 3.5, 0.5};
+    std::memcpy(r.at(0) + dist::kPartialOffset, &a, sizeof a);
+    std::memcpy(r.at(1) + dist::kPartialOffset, &b, sizeof b);
+    ASSERT_EQ(dist::combine_into(r.bytes.data(), r.size, 0, out), "");
+    stats st;
+    std::memcpy(&st, out, sizeof st);
+    EXPECT_EQ(st.count, 4u);
+    EXPECT_EQ(st.sum, 10.0);
+    EXPECT_EQ(st.min, 1.0);
+    EXPECT_EQ(st.max, 4.0);
+    EXPECT_EQ(st.mean, 2.5);
+    EXPECT_EQ(st.m2, 5.0);  // 1, 2, 3, 4 about 2.5
+  }
+  {  // ranks that disagree: every rank's message, NaN for a float result
+    const auto s = reduce_spec(dtype::f32, op::sum);
+    records r(s, {10, 10}, {0, 10});
+    r.head(1) = dist::make_header(reduce_spec(dtype::f32, op::max), 1, 2, 10, 10, "");
+    for (int rank : {0, 1}) {
+      const std::string e = dist::combine_into(r.bytes.data(), r.size, rank, out);
+      EXPECT_EQ(e.rfind("tally::dist::reduce_async on rank " + std::to_string(rank) + " of 2: the ranks disagree", 0), 0u) << e;
+      float f = 0;
+      std::memcpy(&f, out, 4);
+      EXPECT_TRUE(std::isnan(f));
+    }
+  }
+  {  // a failed rank, argmin over integers: index -1 and zero
+    const auto s = reduce_spec(dtype::i64, op::argmin);
+    records r(s, {10, 10}, {0, 10});
+    r.head(0) = dist::make_header(s, 0, 2, 10, 0, "the shard is a host pointer");
+    const std::string e = dist::combine_into(r.bytes.data(), r.size, 1, out);
+    EXPECT_NE(e.find("rank 0 failed: the shard is a host pointer"), std::string::npos) << e;
+    std::int64_t index = 0, v = 1;
+    std::memcpy(&index, out, 8);
+    std::memcpy(&v, out + 8, 8);
+    EXPECT_EQ(index, -1);
+    EXPECT_EQ(v, 0);
+  }
+  {  // a gap between the shards, stats: count 0 and NaN fields
+    chunked::spec s{chunked::what::stats, dtype::f64, op::sum, {}};
+    records r(s, {10, 10}, {0, 11});
+    const std::string e = dist::combine_into(r.bytes.data(), r.size, 0, out);
+    EXPECT_NE(e.find("tally::dist::reduce_stats_async on rank 0 of 2: the shards leave a gap"), std::string::npos) << e;
+    stats st;
+    std::memcpy(&st, out, sizeof st);
+    EXPECT_EQ(st.count, 0u);
+    EXPECT_TRUE(std::isnan(st.mean) && std::isnan(st.m2) && std::isnan(st.sum));
+  }
+  {  // a record that is not tally's (another collective): said, not read as a call
+    const auto s = reduce_spec(dtype::f32, op::sum);
+    records r(s, {10, 10}, {0, 10});
+    std::memset(r.at(1), 0, sizeof(header));
+    EXPECT_NE(dist::combine_into(r.bytes.data(), r.size, 1, out).find("this rank's own record is malformed"), std::string::npos);
+    EXPECT_NE(dist::combine_into(r.bytes.data(), r.size, 0, out).find("rank 1 sent no tally record"), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace tally::test

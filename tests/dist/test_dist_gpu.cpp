@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "numerics_reference.hpp"
 #include "support.hpp"
 #include "tally/dist.hpp"
 
@@ -143,6 +144,106 @@ TEST(DistGpu, BadShardsAreRefusedAndTheCommunicatorStaysUsable) {
   EXPECT_NE(error_of([&] { dist::reduce(comms, sf.shards, dtype::f32, op::bit_and); }).find("rank 0 failed"), std::string::npos);
   EXPECT_EQ(dist::reduce(comms, sf.shards, dtype::f32, op::sum).f, 4096.0);
   EXPECT_TRUE(comms[0].usable());
+}
+
+// The stream-ordered forms on a communicator of one rank: the same bits as the blocking calls,
+// a captured graph replayed over changing data, and errors: this rank's own at the call, what the
+// combine finds at synchronize(), the communicator usable after both.
+TEST(DistGpu, StreamOrderedCallsMatchTheBlockingOnesAndReplayInAGraph) {
+  TALLY_REQUIRE_GPU();
+  using ref::bits_of;
+  const dist::unique_id id = dist::make_unique_id();
+  dist::communicator c = dist::communicator::init_rank(id, 0, 1, 0);
+  set_device on(0);
+  const std::size_t n = small_only() ? 4099 : (1u << 20) + 3;
+  std::mt19937_64 rng(test_seed());
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> h(n);
+  for (auto& v : h) v = nd(rng);
+  h[n / 2] = 50.f;
+  device_buffer d(n * 4), out(64);
+  d.upload(h.data(), n * 4);
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  const stream_t ts = reinterpret_cast<stream_t>(s);
+  const dist::shard sh{d.get(), n, 0, nullptr};
+  const auto out_f32 = [&] {
+    float f = 0;
+    out.download(&f, 4);
+    return f;
+  };
+  for (accuracy mode : {accuracy::fast, accuracy::compensated, accuracy::exact}) {
+    options o;
+    o.mode = mode;
+    dist::reduce_async(c, sh, dtype::f32, op::sum, out.get(), ts, o);
+    dist::synchronize(c, ts);
+    EXPECT_EQ(bits_of(out_f32()), bits_of(static_cast<float>(dist::reduce(c, sh, dtype::f32, op::sum, o).f))) << to_string(mode);
+  }
+  dist::reduce_async(c, sh, dtype::f32, op::argmax, out.get(), ts);
+  dist::synchronize(c, ts);
+  std::int64_t index = -2;
+  out.download(&index, 8);
+  EXPECT_EQ(index, static_cast<std::int64_t>(n / 2));
+  dist::dot_async(c, {d.get(), n, 0, d.get()}, dtype::f32, out.get(), ts);
+  dist::synchronize(c, ts);
+  EXPECT_EQ(bits_of(out_f32()), bits_of(static_cast<float>(dist::dot(c, {d.get(), n, 0, d.get()}, dtype::f32).f)));
+  dist::reduce_stats_async(c, sh, dtype::f32, out.get(), ts);
+  dist::synchronize(c, ts);
+  stats st;
+  out.download(&st, sizeof st);
+  const stats want = dist::reduce_stats(c, sh, dtype::f32);
+  EXPECT_EQ(st.count, want.count);
+  EXPECT_EQ(bits_of(st.mean), bits_of(want.mean));
+  EXPECT_EQ(bits_of(st.m2), bits_of(want.m2));
+  EXPECT_EQ(st.max, 50.0);
+
+  // Captured once, replayed over new data: each replay's exact sum is the data's at that time.
+  options exact;
+  exact.mode = accuracy::exact;
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  dist::reduce_async(c, sh, dtype::f32, op::sum, out.get(), ts, exact);
+  cudaGraph_t g = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+  cudaGraphExec_t ge = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&ge, g, 0), cudaSuccess);
+  for (int round = 0; round < 3; ++round) {
+    for (auto& v : h) v = nd(rng);
+    d.upload(h.data(), n * 4);
+    ASSERT_EQ(cudaGraphLaunch(ge, s), cudaSuccess);
+    dist::synchronize(c, ts);
+    const value want_sum = reduce_value(d.get(), n, dtype::f32, op::sum, nullptr, exact);
+    EXPECT_EQ(bits_of(out_f32()), bits_of(static_cast<float>(want_sum.f))) << "replay " << round;
+  }
+  EXPECT_EQ(cudaGraphExecDestroy(ge), cudaSuccess);
+  EXPECT_EQ(cudaGraphDestroy(g), cudaSuccess);
+  // The blocking form refuses a capturing stream and names the stream-ordered one.
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  const std::string refused = error_of([&] { dist::reduce(c, sh, dtype::f32, op::sum, {}, ts); });
+  cudaGraph_t g2 = nullptr;
+  (void)cudaStreamEndCapture(s, &g2);
+  if (g2 != nullptr) (void)cudaGraphDestroy(g2);
+  (void)cudaGetLastError();
+  EXPECT_NE(refused.find("dist::reduce_async"), std::string::npos) << refused;
+
+  // This rank's own errors throw at the call; synchronize() then reports the failed exchange too;
+  // a good call after them works.
+  std::vector<float> host(16, 1.f);
+  const std::string e1 = error_of([&] { dist::reduce_async(c, {host.data(), 16, 0, nullptr}, dtype::f32, op::sum, out.get(), ts); });
+  EXPECT_NE(e1.find("tally::dist::reduce_async on rank 0 of 1"), std::string::npos) << e1;
+  const std::string e2 = error_of([&] { dist::synchronize(c, ts); });
+  EXPECT_NE(e2.find("rank 0 failed"), std::string::npos) << e2;
+  EXPECT_EQ(error_of([&] { dist::synchronize(c, ts); }), "");  // reported once
+  const std::string e3 = error_of([&] { dist::reduce_async(c, sh, dtype::f32, op::sum, nullptr, ts); });
+  EXPECT_NE(e3.find("d_out"), std::string::npos) << e3;
+  (void)error_of([&] { dist::synchronize(c, ts); });
+  const std::string e4 = error_of([&] { dist::reduce_async(c, sh, dtype::f32, op::bit_and, out.get(), ts); });
+  EXPECT_NE(e4.find("bit_and"), std::string::npos) << e4;
+  (void)error_of([&] { dist::synchronize(c, ts); });
+  dist::reduce_async(c, sh, dtype::f32, op::sum, out.get(), ts, exact);
+  dist::synchronize(c, ts);
+  EXPECT_EQ(bits_of(out_f32()), bits_of(static_cast<float>(reduce_value(d.get(), n, dtype::f32, op::sum, nullptr, exact).f)));
+  EXPECT_TRUE(c.usable());
+  EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
 }
 
 }  // namespace
