@@ -89,6 +89,13 @@ if has dist; then
     NCCL_NVLS_ENABLE=0 timeout 400 $mpi "$bin/tally" bench dist ${TALLY_DIST_BENCH_ARGS:-} --md "$out/bench-dist$sfx.md" \
       --json "$out/bench-dist$sfx.json" >"$out/bench-dist$sfx.log" 2>&1 || { status=1; tail -20 "$out/bench-dist$sfx.log"; }
     grep -B2 -A24 "latency:" "$out/bench-dist$sfx.md" | tee -a "$out/summary.txt"
+    # The stream-ordered form (reduce_async, a captured graph) in a run of its own, after the
+    # main one's results are saved.
+    step "bench dist --async: blocking vs reduce_async vs graph replay, $gpus ranks"
+    NCCL_NVLS_ENABLE=0 timeout 300 $mpi "$bin/tally" bench dist --async --totals ${TALLY_DIST_ASYNC_TOTALS:-20,24,28,30} \
+      --md "$out/bench-dist-async$sfx.md" --json "$out/bench-dist-async$sfx.json" >"$out/bench-dist-async$sfx.log" 2>&1 \
+      || { status=1; tail -20 "$out/bench-dist-async$sfx.log"; }
+    grep -A8 "stream-ordered" "$out/bench-dist-async$sfx.md" | tee -a "$out/summary.txt"
   else
     echo "dist: $gpus of $all_gpus GPU(s): the one-process-per-GPU check needs two or more (nvidia-h200-x2)" | tee -a "$out/summary.txt"
   fi

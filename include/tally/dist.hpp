@@ -109,12 +109,16 @@ stats reduce_stats(const communicator& comm, const shard& s, dtype t, const opti
 // Capture it into a CUDA graph as any NCCL collective: every replay reduces the shards' contents
 // at that time. Collective as the blocking calls: every rank queues the same calls in the same
 // order. One communicator's calls run one after another (queue them on one stream, or order the
-// streams), and not beside its blocking calls (synchronize() first).
+// streams), and not beside its blocking calls (synchronize() first). A graph holding such calls
+// uses the communicator's buffers: destroy it before the communicator (the destructor waits only
+// for calls queued outside graphs). Blocking calls and graph replays on one communicator rely on
+// NCCL's graph mixing (NCCL_GRAPH_MIXING_SUPPORT, on by default). Communicators made by init_all
+// (one thread driving every rank) are refused: use the blocking calls for them.
 //
 // Errors: this rank's own bad arguments (a null or host shard, an unsupported dtype or op, a bad
 // d_out) throw tally::error here, after this rank has still joined the exchange with its failure
 // in its record, so that no other rank waits for it (synchronize() then reports that failed
-// exchange too, on every rank). What only the exchange shows (another rank's failure, ranks that
+// exchange too, on every rank; under capture the exchange is joined when the graph is replayed). What only the exchange shows (another rank's failure, ranks that
 // disagree, shards that do not tile the array) the combine finds on every rank: d_out then holds
 // NaN (float results; stats: count 0 and NaN fields) or zero (integers; index -1 for
 // argmin/argmax), and synchronize() throws the message.
@@ -124,9 +128,11 @@ void dot_async(const communicator& comm, const shard& s, dtype t, void* d_out, s
                const options& opt = {});
 void reduce_stats_async(const communicator& comm, const shard& s, dtype t, void* d_out, stream_t stream = nullptr,
                         const options& opt = {});
-// Waits until `stream`'s work is done, at most the communicator's timeout_ms (a rank that never
-// joins an exchange: the communicator is aborted and this throws), then throws the first error a
-// combine of this communicator found since the last synchronize() (and forgets it).
+// Waits until `stream`'s work is done, at most the communicator's timeout_ms counted from this call
+// (all of the stream's work counts, this rank's own queued reductions too; a rank that never joins
+// an exchange: the communicator is aborted and this throws), then throws the first error a
+// combine of this communicator found since the last synchronize() (and forgets it). A capturing
+// stream is refused.
 void synchronize(const communicator& comm, stream_t stream = nullptr);
 
 // One process driving all the ranks of `comms` (from communicator::init_all): shards[k] on

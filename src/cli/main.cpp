@@ -363,6 +363,9 @@ int main(int argc, char** argv) {
   add_output_options(distb, dist_out);
   distb->add_flag("--quick", dist_quick, "fewer repetitions");
   distb->add_option("--totals", dist_totals, "log2 of the total elements, e.g. 20,24,28,31")->delimiter(',');
+  bool dist_async = false;
+  distb->add_flag("--async", dist_async,
+                  "also time reduce_async + synchronize and a captured graph's replay against the blocking call");
 
   output_files cpu_out;
   tally::bench::cpu_bench_options cpu_opt;
@@ -533,6 +536,7 @@ int main(int argc, char** argv) {
 #if TALLY_CLI_HAVE_DIST
       tally::bench::dist_bench_options o;
       o.quick = dist_quick;
+      o.async = dist_async;
       o.log2_totals = dist_totals;
       tally::cli::progress p("bench dist");
       o.progress = [&](const std::string& s) { p.step(s); };

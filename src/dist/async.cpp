@@ -32,15 +32,16 @@ namespace {
 void CUDART_CB combine_on_host(void* p) {
   communicator::impl& c = *static_cast<communicator::impl*>(p);
   std::string why;
+  bool failed = false;
   try {
     why = combine_into(c.h_all_async, c.size, c.rank, c.h_result);
   } catch (...) {
-    why = "tally::dist: the combine failed on rank " + std::to_string(c.rank);
+    failed = true;  // (out of memory: no message can be built here)
   }
-  if (why.empty()) return;
+  if (why.empty() && !failed) return;
   try {
     std::lock_guard<std::mutex> lk(c.async_mutex);
-    if (c.async_error.empty()) c.async_error = why;
+    if (c.async_error.empty()) c.async_error = failed ? std::string("tally::dist: the combine failed (out of memory)") : why;
   } catch (...) {
   }
 }
@@ -54,8 +55,14 @@ void check_out(const char* fn, void* d_out, std::size_t bytes, std::size_t align
 void enqueue(const communicator& comm, const shard& sh, const chunked::spec& s, void* d_out, stream_t stream) {
   const char* fn = fn_name(s.w, true);
   communicator::impl& c = usable(comm, fn);
+  // One thread driving every rank (init_all) would have to group the ranks' collectives, which a
+  // call per rank cannot do.
+  if (c.grouped)
+    throw error(qualified(fn) + ": the communicator is one of a set made by init_all, whose ranks one thread drives: "
+                                "use the blocking dist::reduce(comms, shards, ...) there, or one thread or process per rank");
   device_scope on(c.device);
   const cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
+  const bool capturing = core::capturing(st);
   // The result's size and alignment; an unsupported call has none (its refusal is the error).
   std::size_t bytes = 0, align = 8;
   std::string own;
@@ -74,21 +81,32 @@ void enqueue(const communicator& comm, const shard& sh, const chunked::spec& s, 
     own = e.what();
   }
   if (own.empty()) own = launch_partial(c, sh, s, st, c.d_mine_async, true);
-  // From here on every rank's sequence must be queued whole: a failure aborts the communicator.
+  // Then the rest of the sequence, whole, so that every rank's exchange finds this one. A failure
+  // before the all-gather is queued (outside a capture) leaves the others waiting for this rank:
+  // the communicator is aborted. Once it is queued, or while capturing (nothing has run; the graph
+  // is unusable), the error is thrown and the communicator kept.
+  bool gathered = false;
   try {
     enqueue_header_write(c.d_mine_async, make_header(s, c.rank, c.size, sh.n, sh.first, own), st);
-    const ncclResult_t r = ncclAllGather(c.d_mine_async, c.h_all_async, record_bytes(), ncclUint8, c.comm, st);
-    if (r != ncclSuccess && r != ncclInProgress) {
-      abort_comm(c);
-      check_nccl(r, "ncclAllGather(the ranks' partials)");
-    }
+    // Outside a graph NCCL writes the records straight into pinned memory; under capture into
+    // device memory (NCCL may register a captured collective's buffers, which it does for device
+    // memory), and a captured copy takes them to the host.
+    unsigned char* into = capturing ? c.d_all_async : c.h_all_async;
+    const ncclResult_t r = ncclAllGather(c.d_mine_async, into, record_bytes(), ncclUint8, c.comm, st);
+    if (r != ncclSuccess && r != ncclInProgress) check_nccl(r, "ncclAllGather(the ranks' partials)");
+    gathered = true;
     // A borrowed non-blocking communicator: the collective is on the stream once this returns.
     if (r == ncclInProgress) wait_comm(c, "ncclAllGather(the ranks' partials)", clock::now());
+    if (capturing)
+      check_cuda(cudaMemcpyAsync(c.h_all_async, c.d_all_async, record_bytes() * static_cast<std::size_t>(c.size),
+                                 cudaMemcpyDeviceToHost, st),
+                 "cudaMemcpyAsync(the ranks' records)");
     check_cuda(cudaLaunchHostFunc(st, combine_on_host, &c), "cudaLaunchHostFunc(the ranks' combine)");
     if (own.empty())
       check_cuda(cudaMemcpyAsync(d_out, c.h_result, bytes, cudaMemcpyHostToDevice, st), "cudaMemcpyAsync(the result)");
+    if (!capturing) check_cuda(cudaEventRecord(c.async_done, st), "cudaEventRecord(the stream-ordered call)");
   } catch (...) {
-    abort_comm(c);
+    if (!capturing && !gathered) abort_comm(c);
     throw;
   }
   if (!own.empty())
@@ -117,7 +135,11 @@ void synchronize(const communicator& comm, stream_t stream) {
   communicator::impl& c = *p;
   if (c.usable) {
     device_scope on(c.device);
-    wait_for(c, reinterpret_cast<cudaStream_t>(stream), "the stream-ordered calls' exchange", clock::now());
+    const cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
+    // A capturing stream cannot be waited for (querying it would end the capture).
+    if (core::capturing(st))
+      throw error("tally::dist::synchronize: the stream is being captured; synchronize after launching the graph");
+    wait_for(c, st, "the stream-ordered calls' exchange", clock::now());
   }
   std::string why;
   {

@@ -39,8 +39,12 @@ struct communicator::impl {
   // result the combine writes (pinned; a copy on the stream takes it to the caller's d_out), and
   // the first error a combine found since the last synchronize().
   unsigned char* d_mine_async = nullptr;
+  unsigned char* d_all_async = nullptr;  // under capture the all-gather lands here, then a copy
+                                         // (NCCL may register a captured collective's buffers)
   unsigned char* h_all_async = nullptr;
   unsigned char* h_result = nullptr;
+  cudaEvent_t async_done = nullptr;      // after the last uncaptured call's copy: the destructor waits
+  bool grouped = false;                  // made by init_all (one thread drives every rank)
   std::mutex async_mutex;
   std::string async_error;
   ~impl();

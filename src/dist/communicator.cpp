@@ -81,6 +81,9 @@ void allocate(communicator::impl& c) {
   check_cuda(cudaMallocHost(reinterpret_cast<void**>(&c.h_all), rb * static_cast<std::size_t>(c.size)),
              "cudaMallocHost(the communicator's records of every rank)");
   check_cuda(cudaMalloc(reinterpret_cast<void**>(&c.d_mine_async), rb), "cudaMalloc(the stream-ordered calls' record)");
+  check_cuda(cudaMalloc(reinterpret_cast<void**>(&c.d_all_async), rb * static_cast<std::size_t>(c.size)),
+             "cudaMalloc(the stream-ordered calls' records of every rank)");
+  check_cuda(cudaEventCreateWithFlags(&c.async_done, cudaEventDisableTiming), "cudaEventCreate(the stream-ordered calls)");
   check_cuda(cudaMallocHost(reinterpret_cast<void**>(&c.h_all_async), rb * static_cast<std::size_t>(c.size)),
              "cudaMallocHost(the stream-ordered calls' records of every rank)");
   check_cuda(cudaMallocHost(reinterpret_cast<void**>(&c.h_result), kResultBytes),
@@ -192,6 +195,15 @@ communicator::impl::~impl() {
   int was = 0;
   const bool got = cudaGetDevice(&was) == cudaSuccess;
   (void)cudaSetDevice(device);
+  // A stream-ordered call still queued: waited for with the deadline first, so that its exchange
+  // ends normally; if it does not end in time, the communicator is aborted below instead of
+  // finalized (its kernels then end, and the queued host function and copy run).
+  bool pending = false;
+  if (async_done != nullptr && usable) {
+    for (const auto t0 = clock::now(); cudaEventQuery(async_done) == cudaErrorNotReady && !timed_out(opt, t0);)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    pending = cudaEventQuery(async_done) == cudaErrorNotReady;
+  }
   if (owned) {
     // The collectives' communicator (every operation on it was waited for), then the init's:
     // finalize (the init's is non-blocking: polled, with the communicator's deadline), then
@@ -203,7 +215,7 @@ communicator::impl::~impl() {
       if (x == nullptr || (pc == &comm && comm == init)) continue;
       ncclResult_t st = ncclInternalError;
       if (ncclCommGetAsyncError(x, &st) != ncclSuccess) st = ncclInternalError;
-      if (usable && st == ncclSuccess) {
+      if (usable && !pending && st == ncclSuccess) {
         const ncclResult_t r = ncclCommFinalize(x);
         st = r == ncclSuccess || r == ncclInProgress ? ncclInProgress : r;
         for (const auto t0 = clock::now(); st == ncclInProgress && !timed_out(opt, t0);) {
@@ -219,11 +231,16 @@ communicator::impl::~impl() {
   // NCCL's work on the stream is done or aborted; a borrowed, failed communicator may still
   // hold it, so only then is the wait skipped.
   if (stream != nullptr && (owned || usable)) (void)cudaStreamSynchronize(stream);
+  // The last stream-ordered call queued outside a graph: its host function and copy use this
+  // communicator's memory (graphs that hold such calls must be destroyed before it, README).
+  if (async_done != nullptr && (owned || usable)) (void)cudaEventSynchronize(async_done);
   cudaFree(d_mine);
   cudaFree(d_all);
   cudaFreeHost(h_mine);
   cudaFreeHost(h_all);
   cudaFree(d_mine_async);
+  cudaFree(d_all_async);
+  if (async_done != nullptr) cudaEventDestroy(async_done);
   cudaFreeHost(h_all_async);
   cudaFreeHost(h_result);
   if (ready != nullptr) cudaEventDestroy(ready);
@@ -289,6 +306,7 @@ std::vector<communicator> communicator::init_all(const std::vector<int>& devices
   for (int k = 0; k < size; ++k) {
     auto c = std::make_unique<impl>();
     c->rank = k, c->size = size, c->device = devices[k], c->opt = opt;
+    c->grouped = true;
     check_device(c->device);
     device_scope on(c->device);
     allocate(*c);

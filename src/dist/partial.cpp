@@ -39,9 +39,8 @@ void check_shard_device(const char* fn, const char* name, const void* p, int dev
 
 void refuse_capture(cudaStream_t s, const char* fn) {
   if (core::capturing(s))
-    throw error(qualified(fn) + ": the stream is being captured; a blocking sharded reduction combines the ranks' "
-                                "partials on the host before it returns, which a graph cannot do (capture the "
-                                "stream-ordered form, " + std::string(fn) + "_async)");
+    throw error(qualified(fn) + ": the stream is being captured: capture " + qualified(fn) +
+                "_async (the blocking form combines the ranks' partials on the host before it returns)");
 }
 
 }  // namespace

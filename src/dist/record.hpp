@@ -55,7 +55,8 @@ stats combine_stats(const unsigned char* records, int size, const chunked::spec&
 // against it and combined, and the result written at out as the core writes it (kResultBytes at
 // most; stats: one tally::stats). Returns "" or the error ("tally::dist::reduce_async on rank r of
 // n: ..."), having then written the failure's result instead: NaN for float results and for every
-// field of stats but count (0), zero for integers, index -1 for argmin/argmax.
+// field of stats but count (0), zero for integers, index -1 for argmin/argmax (all zero when this
+// rank's own record cannot be read: then the result type is unknown).
 std::string combine_into(const unsigned char* records, int size, int rank, unsigned char* out);
 
 }  // namespace tally::dist

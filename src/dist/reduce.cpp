@@ -30,8 +30,9 @@ namespace {
 // This rank's part before the exchange: its own checks and its shard's partial, launched on
 // `stream` into d_mine; then its header. Never throws for a bad argument of the call (nor for a
 // capturing stream or a failed launch): the error goes into the header, so that every rank
-// learns of it in the exchange. A failure after that aborts the communicator.
-void prepare(communicator::impl& c, const shard& sh, const chunked::spec& s, cudaStream_t stream) {
+// learns of it in the exchange. A failure after that aborts the communicator. Returns this rank's
+// own error ("" when none), whole (the header holds only its first 199 characters).
+std::string prepare(communicator::impl& c, const shard& sh, const chunked::spec& s, cudaStream_t stream) {
   const std::string own = launch_partial(c, sh, s, stream, c.d_mine, false);
   // The header goes on the communicator's own stream, while the shard's kernels run on the
   // caller's (its bytes are not the partial's); then the exchange waits for the partial. Where
@@ -47,6 +48,7 @@ void prepare(communicator::impl& c, const shard& sh, const chunked::spec& s, cud
     abort_comm(c);
     throw;
   }
+  return own;
 }
 
 // The all-gather on the communicator's stream. A non-blocking communicator may answer
@@ -72,23 +74,25 @@ clock::time_point after_own_work(communicator::impl& c) {
   return clock::now();
 }
 
-// Every rank's header checked; throws the same message on every rank.
-void check_all(const communicator::impl& c, const chunked::spec& s) {
+// Every rank's header checked; throws the same message on every rank, except that a rank that
+// failed itself (own: its error) says its own error whole.
+void check_all(const communicator::impl& c, const chunked::spec& s, const std::string& own = "") {
   std::vector<header> hs(static_cast<std::size_t>(c.size));
   for (int k = 0; k < c.size; ++k) std::memcpy(&hs[k], c.h_all + static_cast<std::size_t>(k) * record_bytes(), sizeof(header));
-  const std::string why = check_headers(hs, s);
-  if (!why.empty())
-    throw error(qualified(fn_name(s.w)) + " on rank " + std::to_string(c.rank) + " of " + std::to_string(c.size) + ": " + why);
+  std::string why = check_headers(hs, s);
+  if (why.empty()) return;
+  if (!own.empty()) why = "rank " + std::to_string(c.rank) + " failed: " + own;
+  throw error(qualified(fn_name(s.w)) + " on rank " + std::to_string(c.rank) + " of " + std::to_string(c.size) + ": " + why);
 }
 
 // One rank, one process: prepare, exchange, wait, check. The records are then at c.h_all.
 void run_rank(communicator::impl& c, const shard& sh, const chunked::spec& s, stream_t stream) {
   device_scope on(c.device);
-  prepare(c, sh, s, reinterpret_cast<cudaStream_t>(stream));
+  const std::string own = prepare(c, sh, s, reinterpret_cast<cudaStream_t>(stream));
   enqueue_exchange(c);
   const auto start = after_own_work(c);
   wait_for(c, c.stream, "ncclAllGather(the ranks' partials)", start);
-  check_all(c, s);
+  check_all(c, s, own);
 }
 
 // Several ranks from this process: every rank prepared, the all-gathers in one NCCL group.
@@ -116,7 +120,7 @@ void run_all(const std::vector<communicator>& comms, const std::vector<shard>& s
     for (std::size_t k = 0; k < cs.size(); ++k) {
       device_scope on(cs[k]->device);
       const cudaStream_t st = streams.empty() ? nullptr : reinterpret_cast<cudaStream_t>(streams[k]);
-      prepare(*cs[k], shards[k], s, st);
+      (void)prepare(*cs[k], shards[k], s, st);
     }
     check_nccl(ncclGroupStart(), "ncclGroupStart");
     for (communicator::impl* c : cs) {

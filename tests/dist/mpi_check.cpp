@@ -116,7 +116,9 @@ int main(int argc, char** argv) {
       const tally::stats one = tally::stats_value(whole_f.get(), n, tally::dtype::f32);
       expect(st.count == n && st.min == one.min && st.max == one.max, "stats: count, min and max" + tag);
 
-      // The stream-ordered form: the same bits as one GPU, queued and from a captured graph.
+      // The stream-ordered form: the same bits as one GPU, queued and from a captured graph (on a
+      // non-blocking stream: the uploads above, on the legacy stream, finished first).
+      if (cudaDeviceSynchronize() != cudaSuccess) throw tally::error("cudaDeviceSynchronize failed");
       cudaStream_t cs = nullptr;
       if (cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking) != cudaSuccess) throw tally::error("cudaStreamCreate failed");
       const tally::stream_t ts = reinterpret_cast<tally::stream_t>(cs);

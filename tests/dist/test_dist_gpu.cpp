@@ -163,6 +163,9 @@ TEST(DistGpu, StreamOrderedCallsMatchTheBlockingOnesAndReplayInAGraph) {
   h[n / 2] = 50.f;
   device_buffer d(n * 4), out(64);
   d.upload(h.data(), n * 4);
+  // upload() copies on the legacy default stream and may return before the data has landed; the
+  // calls below run on a non-blocking stream.
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   cudaStream_t s = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
   const stream_t ts = reinterpret_cast<stream_t>(s);
@@ -172,12 +175,14 @@ TEST(DistGpu, StreamOrderedCallsMatchTheBlockingOnesAndReplayInAGraph) {
     out.download(&f, 4);
     return f;
   };
+  // One rank: the same bits as the core's own calls over the whole array, in every mode.
   for (accuracy mode : {accuracy::fast, accuracy::compensated, accuracy::exact}) {
     options o;
     o.mode = mode;
     dist::reduce_async(c, sh, dtype::f32, op::sum, out.get(), ts, o);
     dist::synchronize(c, ts);
-    EXPECT_EQ(bits_of(out_f32()), bits_of(static_cast<float>(dist::reduce(c, sh, dtype::f32, op::sum, o).f))) << to_string(mode);
+    EXPECT_EQ(bits_of(out_f32()), bits_of(static_cast<float>(reduce_value(d.get(), n, dtype::f32, op::sum, nullptr, o).f)))
+        << to_string(mode);
   }
   dist::reduce_async(c, sh, dtype::f32, op::argmax, out.get(), ts);
   dist::synchronize(c, ts);
@@ -186,12 +191,12 @@ TEST(DistGpu, StreamOrderedCallsMatchTheBlockingOnesAndReplayInAGraph) {
   EXPECT_EQ(index, static_cast<std::int64_t>(n / 2));
   dist::dot_async(c, {d.get(), n, 0, d.get()}, dtype::f32, out.get(), ts);
   dist::synchronize(c, ts);
-  EXPECT_EQ(bits_of(out_f32()), bits_of(static_cast<float>(dist::dot(c, {d.get(), n, 0, d.get()}, dtype::f32).f)));
+  EXPECT_EQ(bits_of(out_f32()), bits_of(static_cast<float>(dot_value(d.get(), d.get(), n, dtype::f32).f)));
   dist::reduce_stats_async(c, sh, dtype::f32, out.get(), ts);
   dist::synchronize(c, ts);
   stats st;
   out.download(&st, sizeof st);
-  const stats want = dist::reduce_stats(c, sh, dtype::f32);
+  const stats want = stats_value(d.get(), n, dtype::f32);
   EXPECT_EQ(st.count, want.count);
   EXPECT_EQ(bits_of(st.mean), bits_of(want.mean));
   EXPECT_EQ(bits_of(st.m2), bits_of(want.m2));
@@ -209,6 +214,7 @@ TEST(DistGpu, StreamOrderedCallsMatchTheBlockingOnesAndReplayInAGraph) {
   for (int round = 0; round < 3; ++round) {
     for (auto& v : h) v = nd(rng);
     d.upload(h.data(), n * 4);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     ASSERT_EQ(cudaGraphLaunch(ge, s), cudaSuccess);
     dist::synchronize(c, ts);
     const value want_sum = reduce_value(d.get(), n, dtype::f32, op::sum, nullptr, exact);
@@ -216,14 +222,18 @@ TEST(DistGpu, StreamOrderedCallsMatchTheBlockingOnesAndReplayInAGraph) {
   }
   EXPECT_EQ(cudaGraphExecDestroy(ge), cudaSuccess);
   EXPECT_EQ(cudaGraphDestroy(g), cudaSuccess);
-  // The blocking form refuses a capturing stream and names the stream-ordered one.
+  // The blocking form refuses a capturing stream and names the stream-ordered one; synchronize()
+  // refuses it too.
   ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
   const std::string refused = error_of([&] { dist::reduce(c, sh, dtype::f32, op::sum, {}, ts); });
+  const std::string no_sync = error_of([&] { dist::synchronize(c, ts); });
   cudaGraph_t g2 = nullptr;
   (void)cudaStreamEndCapture(s, &g2);
   if (g2 != nullptr) (void)cudaGraphDestroy(g2);
   (void)cudaGetLastError();
-  EXPECT_NE(refused.find("dist::reduce_async"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("capture tally::dist::reduce_async"), std::string::npos) << refused;
+  EXPECT_NE(no_sync.find("being captured"), std::string::npos) << no_sync;
+  EXPECT_TRUE(c.usable());
 
   // This rank's own errors throw at the call; synchronize() then reports the failed exchange too;
   // a good call after them works.
@@ -244,6 +254,20 @@ TEST(DistGpu, StreamOrderedCallsMatchTheBlockingOnesAndReplayInAGraph) {
   EXPECT_EQ(bits_of(out_f32()), bits_of(static_cast<float>(reduce_value(d.get(), n, dtype::f32, op::sum, nullptr, exact).f)));
   EXPECT_TRUE(c.usable());
   EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
+}
+
+// One thread driving every rank (init_all) cannot queue ungrouped collectives: refused by name,
+// before anything is queued, and the blocking calls still work.
+TEST(DistGpu, StreamOrderedCallsRefuseTheCommunicatorsOfInitAll) {
+  TALLY_REQUIRE_GPU();
+  auto comms = dist::communicator::init_all(all_devices());
+  std::vector<float> h(1024, 0.5f);
+  sharded<float> sf(h, comms);
+  set_device on(comms[0].device());
+  device_buffer out(64);
+  const std::string e = error_of([&] { dist::reduce_async(comms[0], sf.shards[0], dtype::f32, op::sum, out.get()); });
+  EXPECT_NE(e.find("init_all"), std::string::npos) << e;
+  EXPECT_EQ(dist::reduce(comms, sf.shards, dtype::f32, op::sum).f, 512.0);
 }
 
 }  // namespace

@@ -161,7 +161,7 @@ report run(const dist_bench_options& opt, int rank, int size) {
   const std::uint64_t n_max = std::uint64_t(1) << max_log2;
   const std::uint64_t shard_max = (n_max + size - 1) / size;
 
-  device_buffer whole(rank == 0 ? n_max * 4 : 4), own(rank == 0 ? 4 : shard_max * 4), d_out(64);
+  device_buffer whole(rank == 0 ? n_max * 4 : 4), own(rank == 0 ? 4 : shard_max * 4), d_out(64), d_res(64);
   if (rank == 0) fill_random(whole.get(), n_max, dtype::f32, kSeed, -1.0, 1.0, s);
   std::size_t temp_bytes = 0;
   check(cub_sum_f32(nullptr, temp_bytes, nullptr, nullptr, rank == 0 ? n_max : shard_max, s),
@@ -208,6 +208,16 @@ report run(const dist_bench_options& opt, int rank, int size) {
               {"within_budget", "dist within it", -1},
               {"dist_gbps", "dist GB/s", 0},
               {"same_bits_20_runs", "20 runs, same bits", -1}},
+             {}};
+  table strm{"f32 sum, fast mode, stream-ordered: the blocking call vs reduce_async + synchronize vs a captured "
+             "graph's replay + synchronize, " + std::to_string(size) + " ranks (us per call)",
+             {{"log2n", "log2 N", -1},
+              {"dist_us", "tally::dist (blocking)", 1},
+              {"async_us", "reduce_async + synchronize", 1},
+              {"graph_us", "graph replay + synchronize", 1},
+              {"async_vs_dist", "blocking / async", 2},
+              {"graph_vs_dist", "blocking / graph", 2},
+              {"same_bits", "async and graph: same bits as blocking", -1}},
              {}};
   table exact{"f32 sum, exact mode: one GPU vs " + std::to_string(size) + " ranks (us per blocking call)",
               {{"log2n", "log2 N", -1},
@@ -349,6 +359,56 @@ report run(const dist_bench_options& opt, int rank, int size) {
                          {"dist_gbps", 4.0 * static_cast<double>(N) / t[4] / 1e3},
                          {"same_bits_20_runs", same ? "yes" : "NO"}});
 
+    if (opt.async) {
+      say("2^" + std::to_string(L) + " stream-ordered");
+      float* res = static_cast<float*>(d_res.get());
+      cudaGraph_t g = nullptr;
+      cudaGraphExec_t ge = nullptr;
+      check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+      dist::reduce_async(*comm, sh, dtype::f32, op::sum, res, ts);
+      check(cudaStreamEndCapture(s, &g), "cudaStreamEndCapture");
+      check(cudaGraphInstantiate(&ge, g, 0), "cudaGraphInstantiate");
+      const std::vector<candidate> ca = {
+          {"dist", false, [&] { (void)dist::reduce(*comm, sh, dtype::f32, op::sum, {}, ts); }},
+          {"async", false,
+           [&] {
+             dist::reduce_async(*comm, sh, dtype::f32, op::sum, res, ts);
+             dist::synchronize(*comm, ts);
+           }},
+          {"graph", false,
+           [&] {
+             check(cudaGraphLaunch(ge, s), "cudaGraphLaunch");
+             dist::synchronize(*comm, ts);
+           }},
+      };
+      const std::vector<double> ta = time_all(ca, calls, reps, rank).slowest;
+      const std::uint64_t want = bits_of(dist::reduce(*comm, sh, dtype::f32, op::sum, {}, ts));
+      const auto got = [&] {
+        float f = 0;
+        check(cudaMemcpy(&f, res, 4, cudaMemcpyDeviceToHost), "cudaMemcpy(the stream-ordered result)");
+        value v;
+        v.type = dtype::f32;
+        v.f = f;
+        return bits_of(v);
+      };
+      dist::reduce_async(*comm, sh, dtype::f32, op::sum, res, ts);
+      dist::synchronize(*comm, ts);
+      bool same = got() == want;
+      check(cudaMemset(res, 0, 4), "cudaMemset");
+      check(cudaGraphLaunch(ge, s), "cudaGraphLaunch");
+      dist::synchronize(*comm, ts);
+      same = on_every_rank(same && got() == want);
+      check(cudaGraphExecDestroy(ge), "cudaGraphExecDestroy");
+      check(cudaGraphDestroy(g), "cudaGraphDestroy");
+      strm.rows.push_back({{"log2n", L},
+                           {"dist_us", ta[0]},
+                           {"async_us", ta[1]},
+                           {"graph_us", ta[2]},
+                           {"async_vs_dist", ta[0] / ta[1]},
+                           {"graph_vs_dist", ta[0] / ta[2]},
+                           {"same_bits", same ? "yes" : "NO"}});
+    }
+
     say("2^" + std::to_string(L) + " exact");
     const std::vector<candidate> ce = {
         {"one_exact", true, [&] { (void)reduce_value(whole_p, N, dtype::f32, op::sum, ts, ex); }},
@@ -366,6 +426,7 @@ report run(const dist_bench_options& opt, int rank, int size) {
                           {"same_bits", exact_same ? "yes" : "NO"}});
   }
   rep.tables.push_back(std::move(fast));
+  if (opt.async) rep.tables.push_back(std::move(strm));
   rep.tables.push_back(std::move(exact));
   comm.reset();
   check(cudaStreamDestroy(s), "cudaStreamDestroy(bench dist)");

@@ -24,6 +24,9 @@ struct dist_bench_options {
   std::vector<int> log2_totals;  // total f32 elements over all ranks; empty: 20, 22, ..., 30, 31, 32
   int reps = 7;                  // timed loops per candidate (the median is reported)
   bool quick = false;            // 3 loops, shorter ones
+  // Also the stream-ordered form: tally::dist::reduce against reduce_async + synchronize and the
+  // replay of a captured reduce_async, and whether their bits agree (a table of its own).
+  bool async = false;
   std::function<void(const std::string&)> progress;  // rank 0 only
 };
 
