@@ -100,6 +100,13 @@ if has dist; then
     echo "dist: $gpus of $all_gpus GPU(s): the one-process-per-GPU check needs two or more (nvidia-h200-x2)" | tee -a "$out/summary.txt"
   fi
   done
+  if [ "$all_gpus" -ge 2 ]; then
+    step "bench dist --single-process: one process driving all $all_gpus GPUs (init_all)"
+    NCCL_NVLS_ENABLE=0 timeout 300 "$bin/tally" bench dist --single-process ${TALLY_DIST_BENCH_ARGS:-} \
+      --md "$out/bench-dist-single.md" --json "$out/bench-dist-single.json" >"$out/bench-dist-single.log" 2>&1 \
+      || { status=1; tail -20 "$out/bench-dist-single.log"; }
+    grep -A14 "one process driving" "$out/bench-dist-single.md" | tee -a "$out/summary.txt"
+  fi
 fi
 if has sanitize; then
   # The lab's deliberately wrong variants race by design (hip-3, hip-4: every thread of a block

@@ -363,7 +363,9 @@ int main(int argc, char** argv) {
   add_output_options(distb, dist_out);
   distb->add_flag("--quick", dist_quick, "fewer repetitions");
   distb->add_option("--totals", dist_totals, "log2 of the total elements, e.g. 20,24,28,31")->delimiter(',');
-  bool dist_async = false;
+  bool dist_async = false, dist_single = false;
+  distb->add_flag("--single-process", dist_single,
+                  "without mpirun: one process driving every GPU it sees (communicator::init_all)");
   distb->add_flag("--async", dist_async,
                   "also time reduce_async + synchronize and a captured graph's replay against the blocking call");
 
@@ -540,6 +542,11 @@ int main(int argc, char** argv) {
       o.log2_totals = dist_totals;
       tally::cli::progress p("bench dist");
       o.progress = [&](const std::string& s) { p.step(s); };
+      if (dist_single) {
+        if (dist_async) throw tally::error("bench dist: --async is for the one-process-per-GPU run (mpirun)");
+        emit(tally::bench::run_dist_local_bench(o), dist_out);
+        return 0;
+      }
       return tally::bench::run_dist_bench(o, [&](const tally::bench::report& r) { emit(r, dist_out); });
 #else
       throw tally::error(std::string("bench dist: ") + kNoDist);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bench/dist/cub_shard.hpp"
+#include "bench/dist/dist_common.hpp"
 #include "bench/probe.hpp"
 #include "bench/timing.hpp"
 #include "tally/dist.hpp"
@@ -28,8 +29,9 @@ namespace {
 using clk = std::chrono::steady_clock;
 using dist::check_mpi;
 
-constexpr std::uint64_t kSeed = 2026;
-constexpr std::uint64_t kGolden = 0x9e3779b97f4a7c15ull;  // fill_random's index multiplier
+using dist_common::bits_of;
+using dist_common::kGolden;
+using dist_common::kSeed;
 
 void check_nccl(ncclResult_t r, const char* what) {
   if (r != ncclSuccess)
@@ -121,11 +123,6 @@ medians time_all(const std::vector<candidate>& cs, int calls, int reps, int rank
   return m;
 }
 
-std::uint64_t bits_of(const value& v) {
-  std::uint64_t b = 0;
-  std::memcpy(&b, &v.f, sizeof b);
-  return b;
-}
 
 report run(const dist_bench_options& opt, int rank, int size) {
   std::vector<int> totals = opt.log2_totals;

@@ -30,6 +30,11 @@ struct dist_bench_options {
   std::function<void(const std::string&)> progress;  // rank 0 only
 };
 
+// One process driving every GPU it sees (communicator::init_all, no MPI): one GPU over the whole
+// array against tally::dist over all of them and CUB per shard + a grouped ncclAllReduce, fast
+// and exact (`tally bench dist --single-process`).
+report run_dist_local_bench(const dist_bench_options& opt);
+
 // Runs under mpirun (or alone, as one rank): initialises and finalises MPI itself. Rank 0 hands
 // the report to `emit`. Returns the process's exit code (0, or 1 after an error on any rank, whose
 // message is printed on stderr).

@@ -1,0 +1,22 @@
+// What the two `tally bench dist` runs (one process per GPU, dist_bench.cpp; one process for
+// every GPU, dist_local_bench.cpp) share: the data's seed and a result's bits.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "tally/tally.hpp"
+
+namespace tally::bench::dist_common {
+
+inline constexpr std::uint64_t kSeed = 2026;
+inline constexpr std::uint64_t kGolden = 0x9e3779b97f4a7c15ull;  // fill_random's index multiplier
+
+// A float result's bits (its value as a double), to compare results bitwise.
+inline std::uint64_t bits_of(const value& v) {
+  std::uint64_t b = 0;
+  std::memcpy(&b, &v.f, sizeof b);
+  return b;
+}
+
+}  // namespace tally::bench::dist_common
