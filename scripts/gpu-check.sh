@@ -92,7 +92,7 @@ if has dist; then
     # The stream-ordered form (reduce_async, a captured graph) in a run of its own, after the
     # main one's results are saved.
     step "bench dist --async: blocking vs reduce_async vs graph replay, $gpus ranks"
-    NCCL_NVLS_ENABLE=0 timeout 300 $mpi "$bin/tally" bench dist --async --totals ${TALLY_DIST_ASYNC_TOTALS:-20,24,28,30} \
+    NCCL_NVLS_ENABLE=0 timeout 300 $mpi "$bin/tally" bench dist --async --quick --totals ${TALLY_DIST_ASYNC_TOTALS:-20,24,28,30} \
       --md "$out/bench-dist-async$sfx.md" --json "$out/bench-dist-async$sfx.json" >"$out/bench-dist-async$sfx.log" 2>&1 \
       || { status=1; tail -20 "$out/bench-dist-async$sfx.log"; }
     grep -A8 "stream-ordered" "$out/bench-dist-async$sfx.md" | tee -a "$out/summary.txt"

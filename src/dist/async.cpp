@@ -30,18 +30,18 @@ namespace {
 // The host function: runs on a CUDA thread once the all-gather is done, before the copy to d_out.
 // It may not call CUDA, and nothing may escape it.
 void CUDART_CB combine_on_host(void* p) {
-  communicator::impl& c = *static_cast<communicator::impl*>(p);
+  async_state& c = *static_cast<async_state*>(p);
   std::string why;
   bool failed = false;
   try {
-    why = combine_into(c.h_all_async, c.size, c.rank, c.h_result);
+    why = combine_into(c.h_all, c.size, c.rank, c.h_result);
   } catch (...) {
     failed = true;  // (out of memory: no message can be built here)
   }
   if (why.empty() && !failed) return;
   try {
-    std::lock_guard<std::mutex> lk(c.async_mutex);
-    if (c.async_error.empty()) c.async_error = failed ? std::string("tally::dist: the combine failed (out of memory)") : why;
+    std::lock_guard<std::mutex> lk(c.mutex);
+    if (c.error.empty()) c.error = failed ? std::string("tally::dist: the combine failed (out of memory)") : why;
   } catch (...) {
   }
 }
@@ -80,33 +80,37 @@ void enqueue(const communicator& comm, const shard& sh, const chunked::spec& s, 
   } catch (const std::exception& e) {
     own = e.what();
   }
-  if (own.empty()) own = launch_partial(c, sh, s, st, c.d_mine_async, true);
+  async_state& a = *c.async;
+  if (own.empty()) own = launch_partial(c, sh, s, st, a.d_mine, true);
   // Then the rest of the sequence, whole, so that every rank's exchange finds this one. A failure
   // before the all-gather is queued (outside a capture) leaves the others waiting for this rank:
   // the communicator is aborted. Once it is queued, or while capturing (nothing has run; the graph
   // is unusable), the error is thrown and the communicator kept.
   bool gathered = false;
   try {
-    enqueue_header_write(c.d_mine_async, make_header(s, c.rank, c.size, sh.n, sh.first, own), st);
+    enqueue_header_write(a.d_mine, make_header(s, c.rank, c.size, sh.n, sh.first, own), st);
     // Outside a graph NCCL writes the records straight into pinned memory; under capture into
     // device memory (NCCL may register a captured collective's buffers, which it does for device
     // memory), and a captured copy takes them to the host.
-    unsigned char* into = capturing ? c.d_all_async : c.h_all_async;
-    const ncclResult_t r = ncclAllGather(c.d_mine_async, into, record_bytes(), ncclUint8, c.comm, st);
+    unsigned char* into = capturing ? a.d_all : a.h_all;
+    const ncclResult_t r = ncclAllGather(a.d_mine, into, record_bytes(), ncclUint8, c.comm, st);
     if (r != ncclSuccess && r != ncclInProgress) check_nccl(r, "ncclAllGather(the ranks' partials)");
     gathered = true;
+    if (!capturing) a.used = true;  // from here the destructor waits for it (or leaves `a` to it)
     // A borrowed non-blocking communicator: the collective is on the stream once this returns.
     if (r == ncclInProgress) wait_comm(c, "ncclAllGather(the ranks' partials)", clock::now());
     if (capturing)
-      check_cuda(cudaMemcpyAsync(c.h_all_async, c.d_all_async, record_bytes() * static_cast<std::size_t>(c.size),
+      check_cuda(cudaMemcpyAsync(a.h_all, a.d_all, record_bytes() * static_cast<std::size_t>(c.size),
                                  cudaMemcpyDeviceToHost, st),
                  "cudaMemcpyAsync(the ranks' records)");
-    check_cuda(cudaLaunchHostFunc(st, combine_on_host, &c), "cudaLaunchHostFunc(the ranks' combine)");
+    check_cuda(cudaLaunchHostFunc(st, combine_on_host, &a), "cudaLaunchHostFunc(the ranks' combine)");
     if (own.empty())
-      check_cuda(cudaMemcpyAsync(d_out, c.h_result, bytes, cudaMemcpyHostToDevice, st), "cudaMemcpyAsync(the result)");
-    if (!capturing) check_cuda(cudaEventRecord(c.async_done, st), "cudaEventRecord(the stream-ordered call)");
+      check_cuda(cudaMemcpyAsync(d_out, a.h_result, bytes, cudaMemcpyHostToDevice, st), "cudaMemcpyAsync(the result)");
+    if (!capturing) check_cuda(cudaEventRecord(a.done, st), "cudaEventRecord(the stream-ordered call)");
   } catch (...) {
     if (!capturing && !gathered) abort_comm(c);
+    if (!capturing && gathered) (void)cudaEventRecord(a.done, st);  // the destructor waits for the all-gather
+    (void)cudaGetLastError();
     throw;
   }
   if (!own.empty())
@@ -143,8 +147,8 @@ void synchronize(const communicator& comm, stream_t stream) {
   }
   std::string why;
   {
-    std::lock_guard<std::mutex> lk(c.async_mutex);
-    why.swap(c.async_error);
+    std::lock_guard<std::mutex> lk(c.async->mutex);
+    why.swap(c.async->error);
   }
   if (!why.empty()) throw error(why);
   if (!c.usable) throw error("tally::dist::synchronize: the communicator was aborted after an earlier failure; make a new one");

@@ -15,6 +15,21 @@
 
 namespace tally::dist {
 
+// What the stream-ordered calls use beside the communicator: record buffers of their own (so that a
+// blocking call never overwrites what a queued combine has yet to read), and what the combine, a
+// host function on the caller's stream, reads and writes.
+struct async_state {
+  int rank = 0, size = 1;
+  unsigned char* d_mine = nullptr;    // this rank's record
+  unsigned char* d_all = nullptr;     // every rank's, under capture (then copied to h_all)
+  unsigned char* h_all = nullptr;     // every rank's (pinned): what the combine reads
+  unsigned char* h_result = nullptr;  // the combine's result (pinned): copied to the caller's d_out
+  cudaEvent_t done = nullptr;         // after the last call queued outside a graph
+  bool used = false;                  // a call was queued outside a graph
+  std::mutex mutex;
+  std::string error;                  // the first error a combine found since synchronize()
+};
+
 struct communicator::impl {
   // The collectives' communicator. tally's own is a BLOCKING one, made once the ranks have met
   // through `init`: a non-blocking NCCL communicator hands every collective to a helper thread (75 us a
@@ -33,20 +48,11 @@ struct communicator::impl {
   unsigned char* h_mine = nullptr;     // pinned mirrors
   unsigned char* h_all = nullptr;      // every rank's record, rank order: the all-gather's
                                        // receive buffer (pinned host memory)
-  // The stream-ordered calls (src/dist/async.cpp) have record buffers of their own, so that a
-  // blocking call never overwrites what a queued combine has yet to read: this rank's record, every
-  // rank's (pinned: the all-gather's receive buffer, which the combine reads on the host), the
-  // result the combine writes (pinned; a copy on the stream takes it to the caller's d_out), and
-  // the first error a combine found since the last synchronize().
-  unsigned char* d_mine_async = nullptr;
-  unsigned char* d_all_async = nullptr;  // under capture the all-gather lands here, then a copy
-                                         // (NCCL may register a captured collective's buffers)
-  unsigned char* h_all_async = nullptr;
-  unsigned char* h_result = nullptr;
-  cudaEvent_t async_done = nullptr;      // after the last uncaptured call's copy: the destructor waits
-  bool grouped = false;                  // made by init_all (one thread drives every rank)
-  std::mutex async_mutex;
-  std::string async_error;
+  // The stream-ordered calls' state (src/dist/async.cpp), a heap block of its own: a borrowed
+  // communicator destroyed while such a call is still queued (a peer never came) leaves it
+  // behind for the queued work instead of freeing what that work will still touch.
+  struct async_state* async = nullptr;
+  bool grouped = false;  // made by init_all (one thread drives every rank)
   ~impl();
 };
 

@@ -80,14 +80,28 @@ void allocate(communicator::impl& c) {
   check_cuda(cudaMallocHost(reinterpret_cast<void**>(&c.h_mine), rb), "cudaMallocHost(the communicator's record)");
   check_cuda(cudaMallocHost(reinterpret_cast<void**>(&c.h_all), rb * static_cast<std::size_t>(c.size)),
              "cudaMallocHost(the communicator's records of every rank)");
-  check_cuda(cudaMalloc(reinterpret_cast<void**>(&c.d_mine_async), rb), "cudaMalloc(the stream-ordered calls' record)");
-  check_cuda(cudaMalloc(reinterpret_cast<void**>(&c.d_all_async), rb * static_cast<std::size_t>(c.size)),
+  c.async = new async_state;
+  async_state& a = *c.async;
+  a.rank = c.rank;
+  a.size = c.size;
+  check_cuda(cudaMalloc(reinterpret_cast<void**>(&a.d_mine), rb), "cudaMalloc(the stream-ordered calls' record)");
+  check_cuda(cudaMalloc(reinterpret_cast<void**>(&a.d_all), rb * static_cast<std::size_t>(c.size)),
              "cudaMalloc(the stream-ordered calls' records of every rank)");
-  check_cuda(cudaEventCreateWithFlags(&c.async_done, cudaEventDisableTiming), "cudaEventCreate(the stream-ordered calls)");
-  check_cuda(cudaMallocHost(reinterpret_cast<void**>(&c.h_all_async), rb * static_cast<std::size_t>(c.size)),
+  check_cuda(cudaEventCreateWithFlags(&a.done, cudaEventDisableTiming), "cudaEventCreate(the stream-ordered calls)");
+  check_cuda(cudaMallocHost(reinterpret_cast<void**>(&a.h_all), rb * static_cast<std::size_t>(c.size)),
              "cudaMallocHost(the stream-ordered calls' records of every rank)");
-  check_cuda(cudaMallocHost(reinterpret_cast<void**>(&c.h_result), kResultBytes),
+  check_cuda(cudaMallocHost(reinterpret_cast<void**>(&a.h_result), kResultBytes),
              "cudaMallocHost(the stream-ordered calls' result)");
+}
+
+void free_async(async_state* a) {
+  if (a == nullptr) return;
+  cudaFree(a->d_mine);
+  cudaFree(a->d_all);
+  cudaFreeHost(a->h_all);
+  cudaFreeHost(a->h_result);
+  if (a->done != nullptr) cudaEventDestroy(a->done);
+  delete a;
 }
 
 int device_or_current(int device) {
@@ -199,10 +213,10 @@ communicator::impl::~impl() {
   // ends normally; if it does not end in time, the communicator is aborted below instead of
   // finalized (its kernels then end, and the queued host function and copy run).
   bool pending = false;
-  if (async_done != nullptr && usable) {
-    for (const auto t0 = clock::now(); cudaEventQuery(async_done) == cudaErrorNotReady && !timed_out(opt, t0);)
+  if (async != nullptr && async->done != nullptr && async->used && usable) {
+    for (const auto t0 = clock::now(); cudaEventQuery(async->done) == cudaErrorNotReady && !timed_out(opt, t0);)
       std::this_thread::sleep_for(std::chrono::microseconds(100));
-    pending = cudaEventQuery(async_done) == cudaErrorNotReady;
+    pending = cudaEventQuery(async->done) == cudaErrorNotReady;
   }
   if (owned) {
     // The collectives' communicator (every operation on it was waited for), then the init's:
@@ -231,18 +245,22 @@ communicator::impl::~impl() {
   // NCCL's work on the stream is done or aborted; a borrowed, failed communicator may still
   // hold it, so only then is the wait skipped.
   if (stream != nullptr && (owned || usable)) (void)cudaStreamSynchronize(stream);
-  // The last stream-ordered call queued outside a graph: its host function and copy use this
-  // communicator's memory (graphs that hold such calls must be destroyed before it, README).
-  if (async_done != nullptr && (owned || usable)) (void)cudaEventSynchronize(async_done);
+  // The last stream-ordered call queued outside a graph: its host function and copy use the
+  // async state (graphs that hold such calls must be destroyed before the communicator, README).
+  // An owned communicator was finalized or aborted above, so that call has ended or will; a
+  // borrowed one whose call still waits for a peer (or that failed) is its owner's to abort:
+  // the state is left behind for that call rather than freed under it.
+  const bool leave = async != nullptr && async->used && !owned && (pending || !usable);
+  if (!leave && async != nullptr) {
+    if (async->done != nullptr && async->used) (void)cudaEventSynchronize(async->done);
+    free_async(async);
+  }
+  async = nullptr;
   cudaFree(d_mine);
   cudaFree(d_all);
   cudaFreeHost(h_mine);
   cudaFreeHost(h_all);
-  cudaFree(d_mine_async);
-  cudaFree(d_all_async);
-  if (async_done != nullptr) cudaEventDestroy(async_done);
-  cudaFreeHost(h_all_async);
-  cudaFreeHost(h_result);
+
   if (ready != nullptr) cudaEventDestroy(ready);
   if (stream != nullptr) cudaStreamDestroy(stream);
   (void)cudaGetLastError();

@@ -75,13 +75,13 @@ clock::time_point after_own_work(communicator::impl& c) {
 }
 
 // Every rank's header checked; throws the same message on every rank, except that a rank that
-// failed itself (own: its error) says its own error whole.
+// failed itself says its own error whole (own: "rank k failed: ..."; "" for none).
 void check_all(const communicator::impl& c, const chunked::spec& s, const std::string& own = "") {
   std::vector<header> hs(static_cast<std::size_t>(c.size));
   for (int k = 0; k < c.size; ++k) std::memcpy(&hs[k], c.h_all + static_cast<std::size_t>(k) * record_bytes(), sizeof(header));
   std::string why = check_headers(hs, s);
   if (why.empty()) return;
-  if (!own.empty()) why = "rank " + std::to_string(c.rank) + " failed: " + own;
+  if (!own.empty()) why = own;
   throw error(qualified(fn_name(s.w)) + " on rank " + std::to_string(c.rank) + " of " + std::to_string(c.size) + ": " + why);
 }
 
@@ -92,7 +92,7 @@ void run_rank(communicator::impl& c, const shard& sh, const chunked::spec& s, st
   enqueue_exchange(c);
   const auto start = after_own_work(c);
   wait_for(c, c.stream, "ncclAllGather(the ranks' partials)", start);
-  check_all(c, s, own);
+  check_all(c, s, own.empty() ? own : "rank " + std::to_string(c.rank) + " failed: " + own);
 }
 
 // Several ranks from this process: every rank prepared, the all-gathers in one NCCL group.
@@ -116,11 +116,13 @@ void run_all(const std::vector<communicator>& comms, const std::vector<shard>& s
   }
   // The ranks' all-gathers form one NCCL group: a failure anywhere leaves the others' kernels
   // waiting, so it aborts every communicator of the set.
+  std::string own;  // the first rank's own error, whole
   try {
     for (std::size_t k = 0; k < cs.size(); ++k) {
       device_scope on(cs[k]->device);
       const cudaStream_t st = streams.empty() ? nullptr : reinterpret_cast<cudaStream_t>(streams[k]);
-      (void)prepare(*cs[k], shards[k], s, st);
+      const std::string e = prepare(*cs[k], shards[k], s, st);
+      if (own.empty() && !e.empty()) own = "rank " + std::to_string(k) + " failed: " + e;
     }
     check_nccl(ncclGroupStart(), "ncclGroupStart");
     for (communicator::impl* c : cs) {
@@ -148,7 +150,7 @@ void run_all(const std::vector<communicator>& comms, const std::vector<shard>& s
     for (communicator::impl* c : cs) abort_comm(*c);
     throw;
   }
-  check_all(*cs[0], s);
+  check_all(*cs[0], s, own);
 }
 
 }  // namespace

@@ -391,7 +391,7 @@ report run(const dist_bench_options& opt, int rank, int size) {
       dist::reduce_async(*comm, sh, dtype::f32, op::sum, res, ts);
       dist::synchronize(*comm, ts);
       bool same = got() == want;
-      check(cudaMemset(res, 0, 4), "cudaMemset");
+      check(cudaMemsetAsync(res, 0, 4, s), "cudaMemsetAsync");
       check(cudaGraphLaunch(ge, s), "cudaGraphLaunch");
       dist::synchronize(*comm, ts);
       same = on_every_rank(same && got() == want);

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -124,7 +125,12 @@ report run_dist_local_bench(const dist_bench_options& opt) {
     check(cub_sum_f32(nullptr, tb, nullptr, nullptr, k == 0 ? n_max : shard_max, streams[k]), "cub::DeviceReduce::Sum (temp size)");
     temps.emplace_back(std::max<std::size_t>(tb, 16));
   }
-  float h_out = 0;
+  // The CUB candidates' result copies land in pinned memory, as tally's do (a pageable target
+  // would be a staged, slower copy).
+  float* h_pinned = nullptr;
+  check(cudaMallocHost(reinterpret_cast<void**>(&h_pinned), 64), "cudaMallocHost");
+  const std::unique_ptr<float, cudaError_t (*)(void*)> h_keep(h_pinned, cudaFreeHost);
+  float& h_out = *h_pinned;
   {
     scoped_device on(devs[0]);
     fill_random(own[0].get(), n_max, dtype::f32, kSeed, -1.0, 1.0, streams[0]);
