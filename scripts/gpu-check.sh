@@ -56,8 +56,11 @@ if has test || has pytest; then
 fi
 if has test; then
   step "cli: tally reduce, stats and dot against numpy"
-  # 1 MiB staging chunks: every file of a few MiB crosses chunk boundaries (src/chunked).
-  TALLY_CHUNK_MIB=1 python3 scripts/cli-check.py "$bin/tally" /tmp/tally-cli-check >>"$out/tests.log" 2>&1 || status=1
+  # 1 MiB staging chunks: every file of a few MiB crosses chunk boundaries (src/chunked). One GPU
+  # visible: each of its ~100 commands starts CUDA, which took 3.4x as long on a four-GPU host
+  # (364 s against 106 s on one GPU, 2026-11-26).
+  CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0} TALLY_CHUNK_MIB=1 python3 scripts/cli-check.py "$bin/tally" /tmp/tally-cli-check \
+    >>"$out/tests.log" 2>&1 || status=1
   tail -1 "$out/tests.log" | tee -a "$out/summary.txt"
 fi
 if has dist; then
