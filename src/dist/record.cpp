@@ -33,6 +33,13 @@ std::string range_text(const header& h) {
 
 bool in_range(int v, int count) { return v >= 0 && v < count; }
 
+// The call's fields of a header name a call tally has (a record of another collective or version
+// fails this).
+bool names_a_call(const header& h) {
+  return in_range(h.what, 3) && in_range(h.dtype, kDtypeCount) && in_range(h.op, kOpCount) && in_range(h.nan, 2) &&
+         in_range(h.mode, 3);
+}
+
 }  // namespace
 
 std::size_t record_bytes() {
@@ -69,8 +76,7 @@ std::string check_headers(const std::vector<header>& all, const chunked::spec& s
     if (h.rank != k || h.size != size)
       return who + " says it is rank " + std::to_string(h.rank) + " of " + std::to_string(h.size) + ", not " +
              std::to_string(k) + " of " + std::to_string(size);
-    if (!in_range(h.what, 3) || !in_range(h.dtype, kDtypeCount) || !in_range(h.op, kOpCount) || !in_range(h.nan, 2) ||
-        !in_range(h.mode, 3))
+    if (!names_a_call(h))
       return who + " sent a malformed record";
   }
   for (int k = 0; k < size; ++k)
@@ -207,8 +213,7 @@ std::string combine_into(const unsigned char* records, int size, int rank, unsig
   header mine;
   std::memcpy(&mine, records + static_cast<std::size_t>(rank) * record_bytes(), sizeof mine);
   const std::string where = " on rank " + std::to_string(rank) + " of " + std::to_string(size) + ": ";
-  if (mine.magic != kMagic || mine.version != kVersion || !in_range(mine.what, 3) || !in_range(mine.dtype, kDtypeCount) ||
-      !in_range(mine.op, kOpCount) || !in_range(mine.nan, 2) || !in_range(mine.mode, 3))
+  if (mine.magic != kMagic || mine.version != kVersion || !names_a_call(mine))
     return "tally::dist" + where + "this rank's own record is malformed (its call was not enqueued as a whole)";
   chunked::spec s;
   s.w = static_cast<chunked::what>(mine.what);

@@ -30,13 +30,9 @@ using clk = std::chrono::steady_clock;
 using dist::check_mpi;
 
 using dist_common::bits_of;
+using dist_common::check_nccl;
 using dist_common::kGolden;
 using dist_common::kSeed;
-
-void check_nccl(ncclResult_t r, const char* what) {
-  if (r != ncclSuccess)
-    throw error(std::string("tally bench dist: ") + what + " failed: " + ncclGetErrorString(r));
-}
 
 double max_over_ranks(double v) {
   double m = 0;
@@ -122,7 +118,6 @@ medians time_all(const std::vector<candidate>& cs, int calls, int reps, int rank
   for (std::size_t k = 0; k < cs.size(); ++k) m.slowest.push_back(median(hi[k])), m.fastest.push_back(median(lo[k]));
   return m;
 }
-
 
 report run(const dist_bench_options& opt, int rank, int size) {
   std::vector<int> totals = opt.log2_totals;

@@ -26,12 +26,9 @@ namespace {
 
 using clk = std::chrono::steady_clock;
 using dist_common::bits_of;
+using dist_common::check_nccl;
 using dist_common::kGolden;
 using dist_common::kSeed;
-
-void check_nccl(ncclResult_t r, const char* what) {
-  if (r != ncclSuccess) throw error(std::string("tally bench dist --single-process: ") + what + " failed: " + ncclGetErrorString(r));
-}
 
 struct scoped_device {
   int was = 0;
@@ -71,7 +68,6 @@ std::vector<double> time_local(const std::vector<std::function<void()>>& cs, int
   for (auto& v : t) m.push_back(median(v));
   return m;
 }
-
 
 }  // namespace
 
