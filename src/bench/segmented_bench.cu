@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -188,83 +189,101 @@ report run_segmented_bench(const segmented_bench_options& opt) {
   }
   if (!opt.sweep_only) rep.tables.push_back(std::move(t));
 
-  // --sweep: every candidate column plan against the rule's pick, interleaved in one timing.
+  // --sweep: every candidate plan against the rule's pick, interleaved in one timing: the column
+  // shapes, then rows of 256 to 32768 elements (where lane groups give way to blocks).
   if (opt.sweep || opt.sweep_only) {
     // Fewer repetitions (a shape has up to two dozen candidates); candidates with a sixteenth of
     // the rule's blocks or fewer are left out (a block or a few reading the whole matrix: seconds
     // of timing for a plan that cannot win).
     timing_plan sweep_timing = plan;
     sweep_timing.per_call_reps = 21, sweep_timing.batch_reps = 3, sweep_timing.max_batch = 200;
+    const std::vector<column> sweep_columns = {
+        {"total", "total", -1}, {"shape", "rows x cols", -1}, {"plan", "plan", -1},       {"rule", "rule's pick", -1},
+        {"us", "graph us", 2},  {"vs_rule", "rule us / us", 2}, {"pct_ceiling", "% ceiling", 1}};
+    // One shape: the rule's call, then each candidate forced, interleaved; a row per plan.
+    auto sweep_shape = [&](table& sw, const char* form, std::uint64_t total, std::uint64_t rows, std::uint64_t cols,
+                           const std::function<void(cudaStream_t)>& call,
+                           const std::function<std::vector<seg::plan>(const seg::plan&)>& candidates_of) {
+      call(stream);
+      check(cudaStreamSynchronize(stream), "sync");
+      const seg::plan rule = seg::last_plan();
+      std::vector<seg::plan> cands;
+      for (const seg::plan& c : candidates_of(rule))
+        if (std::uint64_t(c.blocks) * 16 > rule.blocks) cands.push_back(c);
+      std::vector<call_fn> calls{[&](cudaStream_t s, std::uint64_t) { call(s); }};
+      for (const seg::plan& c : cands)
+        calls.push_back([&, c](cudaStream_t s, std::uint64_t) {
+          seg::force_plan(&c);
+          call(s);
+          seg::force_plan(nullptr);
+        });
+      const auto tm = time_interleaved(calls, stream, 1, sweep_timing);
+      auto same_as_rule = [&](const seg::plan& c) {
+        return c.how == rule.how && c.col_vecs == rule.col_vecs && c.per_seg == rule.per_seg &&
+               (c.how != seg::strategy::thin && c.how != seg::strategy::group ? true : c.group == rule.group);
+      };
+      auto row_of = [&](const seg::plan& c, double us, bool is_rule) {
+        json r;
+        r["total"] = pow2(total);
+        r["shape"] = pow2(rows) + " x " + pow2(cols);
+        r["plan"] = plan_cell(c);
+        r["rule"] = is_rule ? "<- rule" : "";
+        r["us"] = us;
+        r["vs_rule"] = tm[0].graph_us / us;
+        r["pct_ceiling"] = 100.0 * total * 4 / us / 1e3 / ceil.read_gbps;
+        sw.rows.push_back(r);
+      };
+      // The rule's pick is none of the candidates: its own row.
+      if (std::none_of(cands.begin(), cands.end(), same_as_rule)) row_of(rule, tm[0].graph_us, true);
+      for (std::size_t k = 0; k < cands.size(); ++k) row_of(cands[k], tm[k + 1].graph_us, same_as_rule(cands[k]));
+      if (opt.progress) {
+        // The rule's pick and the fastest candidate, so that a run cut short still says them.
+        std::size_t best = 0;
+        for (std::size_t k = 1; k < cands.size(); ++k)
+          if (tm[k + 1].graph_us < tm[best + 1].graph_us) best = k;
+        opt.progress(std::string("sweep ") + form + " " + pow2(rows) + " x " + pow2(cols) + ": rule " +
+                     plan_cell(rule) + " " + std::to_string(tm[0].graph_us) + " us, best of " +
+                     std::to_string(cands.size()) + " plans " +
+                     (cands.empty() ? std::string("-") : plan_cell(cands[best]) + " " + std::to_string(tm[best + 1].graph_us)) +
+                     " us");
+      }
+    };
     table sw;
     sw.title = "columns, f32 sum: every candidate plan vs the rule's pick (" + dev.name + ")";
-    sw.columns = {{"total", "total", -1},       {"shape", "rows x cols", -1}, {"plan", "plan", -1},
-                  {"rule", "rule's pick", -1},  {"us", "graph us", 2},        {"vs_rule", "rule us / us", 2},
-                  {"pct_ceiling", "% ceiling", 1}};
+    sw.columns = sweep_columns;
+    table sr;
+    sr.title = "rows, f32 sum: every candidate plan vs the rule's pick (" + dev.name + ")";
+    sr.columns = sweep_columns;
+    const std::uint64_t row_lengths[] = {256, 1024, 2048, 4096, 8192, 16384, 32768};
     for (int lt : totals) {
       const std::uint64_t total = std::uint64_t(1) << lt;
       for (std::uint64_t cols : cols_list) {
         if (cols > total || cols < 16) continue;
         const std::uint64_t rows = total / cols;
-        auto columns_call = [&](cudaStream_t s) {
-          reduce_columns(x.p, rows, cols, cols, dtype::f32, op::sum, out.p, reinterpret_cast<stream_t>(s));
-        };
-        columns_call(stream);
-        check(cudaStreamSynchronize(stream), "sync");
-        const seg::plan rule = seg::last_plan();
         seg::problem p;
         p.outer = 1, p.length = rows, p.inner = cols, p.length_stride = cols, p.aligned16 = true;
-        std::vector<seg::plan> cands;
-        for (const seg::plan& c : seg::column_candidates(p, 4, 4, sweep_limits(rule)))
-          if (std::uint64_t(c.blocks) * 16 > rule.blocks) cands.push_back(c);
-        std::vector<call_fn> calls{[&](cudaStream_t s, std::uint64_t) { columns_call(s); }};
-        for (const seg::plan& c : cands)
-          calls.push_back([&, c](cudaStream_t s, std::uint64_t) {
-            seg::force_plan(&c);
-            columns_call(s);
-            seg::force_plan(nullptr);
-          });
-        const auto tm = time_interleaved(calls, stream, 1, sweep_timing);
-        auto same_as_rule = [&](const seg::plan& c) {
-          return c.how == rule.how && c.col_vecs == rule.col_vecs && c.per_seg == rule.per_seg &&
-                 (c.how != seg::strategy::thin || c.group == rule.group);
-        };
-        if (std::none_of(cands.begin(), cands.end(), same_as_rule)) {
-          json r;  // the rule's pick is none of the candidates: its own row
-          r["total"] = pow2(total);
-          r["shape"] = pow2(rows) + " x " + pow2(cols);
-          r["plan"] = plan_cell(rule);
-          r["rule"] = "<- rule";
-          r["us"] = tm[0].graph_us;
-          r["vs_rule"] = 1.0;
-          r["pct_ceiling"] = 100.0 * total * 4 / tm[0].graph_us / 1e3 / ceil.read_gbps;
-          sw.rows.push_back(r);
-        }
-        for (std::size_t k = 0; k < cands.size(); ++k) {
-          const seg::plan& c = cands[k];
-          const bool same = same_as_rule(c);
-          json r;
-          r["total"] = pow2(total);
-          r["shape"] = pow2(rows) + " x " + pow2(cols);
-          r["plan"] = plan_cell(c);
-          r["rule"] = same ? "<- rule" : "";
-          r["us"] = tm[k + 1].graph_us;
-          r["vs_rule"] = tm[0].graph_us / tm[k + 1].graph_us;
-          r["pct_ceiling"] = 100.0 * total * 4 / tm[k + 1].graph_us / 1e3 / ceil.read_gbps;
-          sw.rows.push_back(r);
-        }
-        if (opt.progress) {
-          // The rule's pick and the fastest candidate, so that a run cut short still says them.
-          std::size_t best = 0;
-          for (std::size_t k = 1; k < cands.size(); ++k)
-            if (tm[k + 1].graph_us < tm[best + 1].graph_us) best = k;
-          opt.progress("sweep columns " + pow2(rows) + " x " + pow2(cols) + ": rule " + plan_cell(rule) + " " +
-                       std::to_string(tm[0].graph_us) + " us, best of " + std::to_string(cands.size()) + " plans " +
-                       (cands.empty() ? std::string("-") : plan_cell(cands[best]) + " " + std::to_string(tm[best + 1].graph_us)) +
-                       " us");
-        }
+        sweep_shape(
+            sw, "columns", total, rows, cols,
+            [&](cudaStream_t s) {
+              reduce_columns(x.p, rows, cols, cols, dtype::f32, op::sum, out.p, reinterpret_cast<stream_t>(s));
+            },
+            [&](const seg::plan& rule) { return seg::column_candidates(p, 4, 4, sweep_limits(rule)); });
+      }
+      for (std::uint64_t cols : row_lengths) {
+        if (cols > total) continue;
+        const std::uint64_t rows = total / cols;
+        seg::problem p;
+        p.outer = rows, p.length = cols, p.inner = 1, p.outer_stride = cols, p.aligned16 = true;
+        sweep_shape(
+            sr, "rows", total, rows, cols,
+            [&](cudaStream_t s) {
+              reduce_rows(x.p, rows, cols, cols, dtype::f32, op::sum, out.p, reinterpret_cast<stream_t>(s));
+            },
+            [&](const seg::plan& rule) { return seg::row_candidates(p, 4, 4, sweep_limits(rule)); });
       }
     }
     rep.tables.push_back(std::move(sw));
+    rep.tables.push_back(std::move(sr));
   }
 
   // Ragged: heavy-tailed segment lengths, empty ones included, against CUB on the same offsets.

@@ -16,7 +16,7 @@ namespace tally::bench {
 struct segmented_bench_options {
   std::vector<int> log2_totals;  // empty: 20, 24, 28
   bool quick = false;
-  bool sweep = false;  // also time every candidate column plan against the rule's pick
+  bool sweep = false;  // also time every candidate column and row plan against the rule's pick
   bool sweep_only = false;  // that sweep alone (no rows, columns, ragged or dot tables)
   std::function<void(const std::string&)> progress;
 };

@@ -37,6 +37,26 @@ class device_scope {
   int want_, was_ = 0;
 };
 
+// This thread's stream-capture mode set to relaxed for the scope, then put back. The blocking
+// calls that wait on the host (the sharded reductions' exchange) do so inside one: a capture this
+// thread began (or, in the global mode, any thread's) otherwise forbids the wait itself
+// (cudaErrorStreamCaptureUnsupported), and the call could not even report that the caller's
+// stream is capturing. Nothing is queued on a capturing stream inside such a scope.
+class relaxed_capture_scope {
+ public:
+  relaxed_capture_scope() {
+    check_cuda(cudaThreadExchangeStreamCaptureMode(&mode_), "cudaThreadExchangeStreamCaptureMode(relaxed)");
+  }
+  ~relaxed_capture_scope() {
+    if (cudaThreadExchangeStreamCaptureMode(&mode_) != cudaSuccess) (void)cudaGetLastError();
+  }
+  relaxed_capture_scope(const relaxed_capture_scope&) = delete;
+  relaxed_capture_scope& operator=(const relaxed_capture_scope&) = delete;
+
+ private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
+};
+
 // True while `stream` is being captured into a graph (checked cudaStreamIsCapturing).
 inline bool capturing(cudaStream_t stream) {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;

@@ -143,6 +143,7 @@ void synchronize(const communicator& comm, stream_t stream) {
     // A capturing stream cannot be waited for (querying it would end the capture).
     if (core::capturing(st))
       throw error("tally::dist::synchronize: the stream is being captured; synchronize after launching the graph");
+    core::relaxed_capture_scope waits_allowed;  // this thread may be capturing another stream
     wait_for(c, st, "the stream-ordered calls' exchange", clock::now());
   }
   std::string why;

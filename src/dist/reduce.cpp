@@ -88,6 +88,7 @@ void check_all(const communicator::impl& c, const chunked::spec& s, const std::s
 // One rank, one process: prepare, exchange, wait, check. The records are then at c.h_all.
 void run_rank(communicator::impl& c, const shard& sh, const chunked::spec& s, stream_t stream) {
   device_scope on(c.device);
+  core::relaxed_capture_scope waits_allowed;  // a capturing caller's stream is refused, not fatal
   const std::string own = prepare(c, sh, s, reinterpret_cast<cudaStream_t>(stream));
   enqueue_exchange(c);
   const auto start = after_own_work(c);
@@ -117,6 +118,7 @@ void run_all(const std::vector<communicator>& comms, const std::vector<shard>& s
   // The ranks' all-gathers form one NCCL group: a failure anywhere leaves the others' kernels
   // waiting, so it aborts every communicator of the set.
   std::string own;  // the first rank's own error, whole
+  core::relaxed_capture_scope waits_allowed;
   try {
     for (std::size_t k = 0; k < cs.size(); ++k) {
       device_scope on(cs[k]->device);

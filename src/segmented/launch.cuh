@@ -25,9 +25,13 @@ seg_args<T, Op> make_args(const void* d_in, const problem& p, const plan& pl, vo
 }
 template <class T, class Op>
 plan plan_of(const problem& p, bool exact, const seg_ctx& c) {
-  const plan* forced = exact ? nullptr : forced_plan();  // the benchmark's sweep of column plans
-  const plan pl = forced != nullptr && !p.contiguous() ? *forced
-                                                       : make_plan(p, sizeof(T), sizeof(typename Op::acc_type), exact, c.limits);
+  // The benchmark's sweep of plans: a column plan for a strided axis, a row plan for rows.
+  const plan* forced = exact || p.ragged() ? nullptr : forced_plan();
+  const bool row_plan = forced != nullptr && (forced->how == strategy::group || forced->how == strategy::split ||
+                                              forced->how == strategy::rowtile);
+  const plan pl = forced != nullptr && row_plan == p.contiguous()
+                      ? *forced
+                      : make_plan(p, sizeof(T), sizeof(typename Op::acc_type), exact, c.limits);
   record_plan(pl);
   return pl;
 }

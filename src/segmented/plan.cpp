@@ -96,6 +96,24 @@ bool columns_vec(const problem& p, int elem_bytes) {
          (p.outer_stride * elem_bytes) % 16 == 0;
 }
 
+// Lane groups of `g` lanes (1..32) per segment: the group kernel's grid for `segments`.
+void fill_group(plan& r, std::uint64_t segments, std::uint64_t length, int g, std::uint64_t sms, const device_limits& d) {
+  r.how = strategy::group;
+  r.group = g;
+  const std::uint64_t threads = std::max<std::uint64_t>(1, segments) * static_cast<std::uint64_t>(g);
+  const std::uint64_t resident = sms * static_cast<std::uint64_t>(std::max(1, d.max_threads_per_sm / kGroupBlock));
+  r.blocks = static_cast<unsigned>(std::min<std::uint64_t>(ceil_div(threads, kGroupBlock), resident));
+  r.why = std::to_string(g) + " lane(s) per segment of " + std::to_string(length) + " elements";
+}
+// Blocks of the split kernel, `per` of them per segment.
+void fill_split(plan& r, std::uint64_t segments, std::uint64_t length, std::uint64_t per, std::uint64_t resident_split) {
+  r.how = strategy::split;
+  r.per_seg = static_cast<unsigned>(per);
+  r.blocks = static_cast<unsigned>(std::min<std::uint64_t>(segments * per, resident_split * 8));
+  r.why = (per > 1 ? std::to_string(per) + " blocks per segment of " : "a block per segment of ") +
+          std::to_string(length) + " elements";
+}
+
 }  // namespace
 
 const char* to_string(strategy s) {
@@ -245,16 +263,11 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
   }
   if (nvec < kBlockSegmentVectors) {
     // Short and middle segments: about four vectors per lane, at most a warp per segment.
-    r.how = strategy::group;
-    r.group = static_cast<int>(std::min<std::uint64_t>(32, pow2_floor(std::max<std::uint64_t>(1, nvec / 4))));
-    const std::uint64_t threads = std::max<std::uint64_t>(1, segments) * r.group;
-    const std::uint64_t resident = sms * (d.max_threads_per_sm / kGroupBlock);
-    r.blocks = static_cast<unsigned>(std::min<std::uint64_t>(ceil_div(threads, kGroupBlock), resident));
-    r.why = std::to_string(r.group) + " lane(s) per segment of " + std::to_string(length) + " elements";
+    fill_group(r, segments, length, static_cast<int>(std::min<std::uint64_t>(32, pow2_floor(std::max<std::uint64_t>(1, nvec / 4)))),
+               sms, d);
     return r;
   }
   // Long segments: blocks, several per segment when there are too few segments to fill the GPU.
-  r.how = strategy::split;
   std::uint64_t per = 1;
   if (segments < resident_split) {
     per = ceil_div(resident_split, segments);
@@ -263,11 +276,35 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
     if (segments > d.max_tiles) per = 1;
     per = std::max<std::uint64_t>(per, 1);
   }
-  r.per_seg = static_cast<unsigned>(per);
-  r.blocks = static_cast<unsigned>(std::min<std::uint64_t>(segments * per, resident_split * 8));
-  r.why = (per > 1 ? std::to_string(per) + " blocks per segment of " : "a block per segment of ") +
-          std::to_string(length) + " elements";
+  fill_split(r, segments, length, per, resident_split);
   return r;
+}
+
+std::vector<plan> row_candidates(const problem& p, int elem_bytes, int acc_bytes, const device_limits& d) {
+  std::vector<plan> out;
+  if (!p.contiguous() || p.ragged() || p.results() == 0 || p.binary()) return out;
+  const std::uint64_t vn = 16 / static_cast<std::uint64_t>(elem_bytes);
+  const std::uint64_t nvec = std::max<std::uint64_t>(1, p.length / vn);
+  const std::uint64_t sms = static_cast<std::uint64_t>(std::max(1, d.sm_count));
+  const std::uint64_t segments = p.outer;
+  const std::uint64_t resident_split = sms * std::max(1, d.max_threads_per_sm / kSplitBlock);
+  const std::uint64_t slots = d.partial_bytes / static_cast<std::uint64_t>(std::max(acc_bytes, 1));
+  // Lane groups of 4 to 32 lanes, each lane at least one round of 4 vectors.
+  for (int g = 4; g <= 32; g *= 2) {
+    if (static_cast<std::uint64_t>(g) * 4 > std::max<std::uint64_t>(4, nvec)) break;
+    plan r;
+    fill_group(r, segments, p.length, g, sms, d);
+    out.push_back(r);
+  }
+  // Split blocks: 1 to 16 per segment, each block at least one vector per thread, within the
+  // workspace's partials and per-segment counters.
+  for (std::uint64_t per = 1; per <= 16; per *= 2) {
+    if (per > 1 && (segments > d.max_tiles || segments * per > slots || per * kSplitBlock > nvec)) break;
+    plan r;
+    fill_split(r, segments, p.length, per, resident_split);
+    out.push_back(r);
+  }
+  return out;
 }
 
 std::vector<plan> column_candidates(const problem& p, int elem_bytes, int acc_bytes, const device_limits& d) {

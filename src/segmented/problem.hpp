@@ -130,5 +130,8 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
 // per thread; column tiles of 8-256 vectors with 1 block per tile or about 1/4 to 4 waves), all
 // within the workspace: what `tally bench segmented --sweep` times against the rule's pick.
 std::vector<plan> column_candidates(const problem& p, int elem_bytes, int acc_bytes, const device_limits& d);
+// Every plan contiguous rows could run with (lane groups of 4-32 lanes, split blocks 1-16 per
+// row, within the workspace): what `tally bench segmented --sweep` times against the rule's pick.
+std::vector<plan> row_candidates(const problem& p, int elem_bytes, int acc_bytes, const device_limits& d);
 
 }  // namespace tally::seg

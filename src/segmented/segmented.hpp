@@ -35,8 +35,9 @@ void validate_offsets(const problem& p, unsigned long long* d_status, cudaStream
 void record_plan(const plan& pl);
 plan last_plan();
 // `tally bench segmented --sweep`: while set (on this thread), segmented calls run with *pl
-// instead of the rule's plan; it must be one of column_candidates() of the call's problem for the
-// call's element and accumulator sizes. nullptr restores the rule.
+// instead of the rule's plan; it must be one of column_candidates() (strided axes) or
+// row_candidates() (rows) of the call's problem for the call's element and accumulator sizes.
+// nullptr restores the rule.
 void force_plan(const plan* pl);
 const plan* forced_plan();
 // What the plan rule reads about the current device (the same for every stream and capture).

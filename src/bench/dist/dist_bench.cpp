@@ -207,6 +207,8 @@ report run(const dist_bench_options& opt, int rank, int size) {
               {"dist_us", "tally::dist (blocking)", 1},
               {"async_us", "reduce_async + synchronize", 1},
               {"graph_us", "graph replay + synchronize", 1},
+              {"async_ss_us", "reduce_async + cudaStreamSynchronize + synchronize", 1},
+              {"graph_ss_us", "graph replay + cudaStreamSynchronize + synchronize", 1},
               {"async_vs_dist", "blocking / async", 2},
               {"graph_vs_dist", "blocking / graph", 2},
               {"same_bits", "async and graph: same bits as blocking", -1}},
@@ -372,6 +374,20 @@ report run(const dist_bench_options& opt, int rank, int size) {
              check(cudaGraphLaunch(ge, s), "cudaGraphLaunch");
              dist::synchronize(*comm, ts);
            }},
+          // The same two waited for by CUDA first (synchronize then finds them done): what the
+          // host's wait in synchronize() costs.
+          {"async_ss", false,
+           [&] {
+             dist::reduce_async(*comm, sh, dtype::f32, op::sum, res, ts);
+             check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+             dist::synchronize(*comm, ts);
+           }},
+          {"graph_ss", false,
+           [&] {
+             check(cudaGraphLaunch(ge, s), "cudaGraphLaunch");
+             check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+             dist::synchronize(*comm, ts);
+           }},
       };
       const std::vector<double> ta = time_all(ca, calls, reps, rank).slowest;
       const std::uint64_t want = bits_of(dist::reduce(*comm, sh, dtype::f32, op::sum, {}, ts));
@@ -396,6 +412,8 @@ report run(const dist_bench_options& opt, int rank, int size) {
                            {"dist_us", ta[0]},
                            {"async_us", ta[1]},
                            {"graph_us", ta[2]},
+                           {"async_ss_us", ta[3]},
+                           {"graph_ss_us", ta[4]},
                            {"async_vs_dist", ta[0] / ta[1]},
                            {"graph_vs_dist", ta[0] / ta[2]},
                            {"same_bits", same ? "yes" : "NO"}});
