@@ -52,6 +52,18 @@ TEST(SegmentedPlanCpu, StrategyFollowsTheShape) {
   // 256-element rows: 16 lanes; 4096: a warp.
   EXPECT_EQ(seg::make_plan(rows(1u << 20, 256), 4, 4, false, h100()).group, 16);
   EXPECT_EQ(seg::make_plan(rows(1u << 16, 4096), 4, 4, false, h100()).group, 32);
+  EXPECT_EQ(seg::make_plan(rows(1u << 12, 4096), 4, 4, false, h100()).group, 32);
+  EXPECT_EQ(seg::make_plan(rows(1u << 8, 2048), 4, 4, false, h100()).group, 32);
+  // 4096-element rows fewer than the resident split blocks (132 SMs x 4): a block each; 8192: a
+  // block each at any count; f64 rows of 2048 are 1024 vectors, as f32 rows of 4096.
+  pl = seg::make_plan(rows(1u << 8, 4096), 4, 4, false, h100());
+  EXPECT_EQ(pl.how, seg::strategy::split);
+  EXPECT_EQ(pl.per_seg, 1u);
+  EXPECT_EQ(seg::make_plan(rows(1u << 8, 2048), 8, 8, false, h100()).how, seg::strategy::split);
+  EXPECT_EQ(seg::make_plan(rows(1u << 9, 4096), 4, 4, false, h100()).how, seg::strategy::split);
+  EXPECT_EQ(seg::make_plan(rows(1u << 10, 4096), 4, 4, false, h100()).how, seg::strategy::group);
+  EXPECT_EQ(seg::make_plan(rows(1u << 15, 8192), 4, 4, false, h100()).how, seg::strategy::split);
+  EXPECT_EQ(seg::make_plan(rows(1u << 7, 8192), 4, 4, false, h100()).per_seg, 1u);
   // 16 rows of 2^24: blocks, several per row to fill 132 SMs; 4096 rows of 2^16: a block each.
   pl = seg::make_plan(rows(16, 1u << 24), 4, 4, false, h100());
   EXPECT_EQ(pl.how, seg::strategy::split);
@@ -224,4 +236,33 @@ TEST(SegmentedArgsCpu, ClearErrors) {
 }
 
 }  // namespace
+TEST(SegmentedPlanCpu, RowCandidatesAreTheRowPlansWithinTheWorkspace) {
+  // 2^8 rows of 4096 f32 (1024 vectors): lane groups of 4-32, split blocks 1 and 2 per row (a
+  // third would leave some of a block's 512 threads without a vector); the rule's pick among them.
+  const auto c = seg::row_candidates(rows(1u << 8, 4096), 4, 4, h100());
+  int groups = 0, splits = 0;
+  for (const seg::plan& p : c) {
+    if (p.how == seg::strategy::group) {
+      ++groups;
+      EXPECT_GE(p.group, 4);
+      EXPECT_LE(p.group, 32);
+    } else {
+      ASSERT_EQ(p.how, seg::strategy::split);
+      ++splits;
+      EXPECT_LE(p.per_seg * 512u, 1024u);
+      EXPECT_LE((1u << 8) * p.per_seg * 4u, 4u << 20);
+    }
+    EXPECT_GT(p.blocks, 0u);
+  }
+  EXPECT_EQ(groups, 4);
+  EXPECT_EQ(splits, 2);
+  const seg::plan rule = seg::make_plan(rows(1u << 8, 4096), 4, 4, false, h100());
+  bool found = false;
+  for (const seg::plan& p : c) found = found || (p.how == rule.how && p.per_seg == rule.per_seg);
+  EXPECT_TRUE(found);
+  // Rows of 64 elements (16 vectors): groups of 4 only; no candidates for columns, ragged or dot.
+  EXPECT_EQ(seg::row_candidates(rows(1u << 10, 64), 4, 4, h100()).size(), 2u);  // g4, split
+  EXPECT_TRUE(seg::row_candidates(columns(1000, 16), 4, 4, h100()).empty());
+}
+
 }  // namespace tally::test

@@ -21,9 +21,15 @@ std::uint64_t pow2_ceil(std::uint64_t x) {
   while (p < x) p *= 2;
   return p;
 }
-// Segments at least this many 16-byte vectors long go to whole blocks (a warp would loop more
-// than 64 rounds of 4 vectors per lane over them).
-constexpr std::uint64_t kBlockSegmentVectors = 32 * 4 * 64;
+// Segments at least this many 16-byte vectors long (8192 f32) go to whole blocks: a warp would
+// loop 16 rounds of 4 vectors per lane over them. Rows of half that go to blocks too while there
+// are fewer of them than resident split blocks (their warps would leave most of the GPU idle).
+// `tally bench segmented --sweep` on the H100 (2026-11-26 12:1x UTC, f32 sums, graph us, lane
+// groups of 32 against a block per row): 8192-element rows 7.39 / 2.41 (2^7 rows), 26.95 / 23.30
+// (2^11), 356.9 / 340.6 (2^15); 4096-element rows 4.45 / 2.44 (2^8 rows), 26.95 / 30.56 (2^12),
+// lane groups best of all plans at 2^16; 2048-element rows: lane groups at every count.
+constexpr std::uint64_t kBlockSegmentVectors = 32 * 4 * 16;
+constexpr std::uint64_t kFewRowsBlockVectors = kBlockSegmentVectors / 2;
 // A block of the split kernel should keep at least this many rounds of its 4 loads per thread.
 constexpr std::uint64_t kMinRoundsPerBlock = 4;
 // Exact sums over at most this many segments, each at least this long, run as 1-D launches.
@@ -261,7 +267,7 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
             " elements, one 16-byte vector each: 512 contiguous bytes per warp load";
     return r;
   }
-  if (nvec < kBlockSegmentVectors) {
+  if (nvec < kBlockSegmentVectors && !(nvec >= kFewRowsBlockVectors && segments < resident_split)) {
     // Short and middle segments: about four vectors per lane, at most a warp per segment.
     fill_group(r, segments, length, static_cast<int>(std::min<std::uint64_t>(32, pow2_floor(std::max<std::uint64_t>(1, nvec / 4)))),
                sms, d);
