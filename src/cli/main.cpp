@@ -366,6 +366,9 @@ int main(int argc, char** argv) {
   bool dist_async = false, dist_single = false;
   distb->add_flag("--single-process", dist_single,
                   "without mpirun: one process driving every GPU it sees (communicator::init_all)");
+  std::string dist_schedule = "policy";
+  distb->add_option("--schedule", dist_schedule, kScheduleHelp)
+      ->check(CLI::IsMember({"policy", "strided", "dynamic"}));
   distb->add_flag("--async", dist_async,
                   "also time reduce_async + synchronize and a captured graph's replay against the blocking call");
 
@@ -539,6 +542,7 @@ int main(int argc, char** argv) {
       tally::bench::dist_bench_options o;
       o.quick = dist_quick;
       o.async = dist_async;
+      o.sched = tally::bench::parse_schedule(dist_schedule);
       o.log2_totals = dist_totals;
       tally::cli::progress p("bench dist");
       o.progress = [&](const std::string& s) { p.step(s); };

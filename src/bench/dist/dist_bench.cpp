@@ -168,6 +168,7 @@ report run(const dist_bench_options& opt, int rank, int size) {
   rep.meta.erase("read_ceiling_gbps");  // no ceiling probe here
   rep.meta.erase("theoretical_gbps");
   rep.meta["ranks"] = size;
+  const schedule_scope sched(opt.sched, rep);
   rep.meta["gpus_per_rank"] = 1;
   int nccl_version = 0;
   check_nccl(ncclGetVersion(&nccl_version), "ncclGetVersion");

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bench/report.hpp"
+#include "bench/schedule.hpp"
 
 namespace tally::bench {
 
@@ -27,6 +28,9 @@ struct dist_bench_options {
   // Also the stream-ordered form: tally::dist::reduce against reduce_async + synchronize and the
   // replay of a captured reduce_async, and whether their bits agree (a table of its own).
   bool async = false;
+  // The one-pass ops' schedule on every rank (`--schedule`, as bench core): the shards' reductions
+  // and the one-GPU and per-shard columns alike.
+  schedule sched = schedule::policy;
   std::function<void(const std::string&)> progress;  // rank 0 only
 };
 

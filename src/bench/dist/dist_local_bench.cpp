@@ -141,6 +141,7 @@ report run_dist_local_bench(const dist_bench_options& opt) {
   rep.meta.erase("read_ceiling_gbps");
   rep.meta.erase("theoretical_gbps");
   rep.meta["gpus"] = size;
+  const schedule_scope sched(opt.sched, rep);
   int nccl_version = 0;
   check_nccl(ncclGetVersion(&nccl_version), "ncclGetVersion");
   rep.meta["nccl_version"] = nccl_version;
