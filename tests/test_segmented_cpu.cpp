@@ -49,20 +49,23 @@ TEST(SegmentedPlanCpu, StrategyFollowsTheShape) {
   seg::problem uc = columns(1000, 16);
   uc.aligned16 = false;
   EXPECT_FALSE(seg::make_plan(uc, 4, 4, false, h100()).vec);
-  // 256-element rows: 16 lanes; 4096: a warp.
+  // 256-element rows: 16 lanes; 2048: a warp; 4096 (1024 vectors): a 256-thread block each, at
+  // any count; 8192 and longer: 512-thread blocks. f64 rows of 2048 are 1024 vectors, as f32 rows
+  // of 4096.
   EXPECT_EQ(seg::make_plan(rows(1u << 20, 256), 4, 4, false, h100()).group, 16);
-  EXPECT_EQ(seg::make_plan(rows(1u << 16, 4096), 4, 4, false, h100()).group, 32);
-  EXPECT_EQ(seg::make_plan(rows(1u << 12, 4096), 4, 4, false, h100()).group, 32);
   EXPECT_EQ(seg::make_plan(rows(1u << 8, 2048), 4, 4, false, h100()).group, 32);
-  // 4096-element rows fewer than the resident split blocks (132 SMs x 4): a block each; 8192: a
-  // block each at any count; f64 rows of 2048 are 1024 vectors, as f32 rows of 4096.
-  pl = seg::make_plan(rows(1u << 8, 4096), 4, 4, false, h100());
+  EXPECT_EQ(seg::make_plan(rows(1u << 17, 2048), 4, 4, false, h100()).group, 32);
+  for (std::uint64_t r : {std::uint64_t(1) << 8, std::uint64_t(1) << 12, std::uint64_t(1) << 16}) {
+    pl = seg::make_plan(rows(r, 4096), 4, 4, false, h100());
+    EXPECT_EQ(pl.how, seg::strategy::split) << r;
+    EXPECT_EQ(pl.split_block, seg::kSplitBlockSmall) << r;
+    EXPECT_EQ(pl.per_seg, 1u) << r;
+    EXPECT_EQ(pl.blocks, static_cast<unsigned>(std::min<std::uint64_t>(r, 132 * 8 * 8))) << r;
+  }
+  EXPECT_EQ(seg::make_plan(rows(1u << 8, 2048), 8, 8, false, h100()).split_block, seg::kSplitBlockSmall);
+  pl = seg::make_plan(rows(1u << 15, 8192), 4, 4, false, h100());
   EXPECT_EQ(pl.how, seg::strategy::split);
-  EXPECT_EQ(pl.per_seg, 1u);
-  EXPECT_EQ(seg::make_plan(rows(1u << 8, 2048), 8, 8, false, h100()).how, seg::strategy::split);
-  EXPECT_EQ(seg::make_plan(rows(1u << 9, 4096), 4, 4, false, h100()).how, seg::strategy::split);
-  EXPECT_EQ(seg::make_plan(rows(1u << 10, 4096), 4, 4, false, h100()).how, seg::strategy::group);
-  EXPECT_EQ(seg::make_plan(rows(1u << 15, 8192), 4, 4, false, h100()).how, seg::strategy::split);
+  EXPECT_EQ(pl.split_block, seg::kSplitBlock);
   EXPECT_EQ(seg::make_plan(rows(1u << 7, 8192), 4, 4, false, h100()).per_seg, 1u);
   // 16 rows of 2^24: blocks, several per row to fill 132 SMs; 4096 rows of 2^16: a block each.
   pl = seg::make_plan(rows(16, 1u << 24), 4, 4, false, h100());
@@ -237,10 +240,11 @@ TEST(SegmentedArgsCpu, ClearErrors) {
 
 }  // namespace
 TEST(SegmentedPlanCpu, RowCandidatesAreTheRowPlansWithinTheWorkspace) {
-  // 2^8 rows of 4096 f32 (1024 vectors): lane groups of 4-32, split blocks 1 and 2 per row (a
-  // third would leave some of a block's 512 threads without a vector); the rule's pick among them.
+  // 2^8 rows of 4096 f32 (1024 vectors): lane groups of 4-32, 256-thread blocks 1, 2 and 4 per
+  // row, 512-thread blocks 1 and 2 (more would leave some threads without a vector); the rule's
+  // pick among them.
   const auto c = seg::row_candidates(rows(1u << 8, 4096), 4, 4, h100());
-  int groups = 0, splits = 0;
+  int groups = 0, small = 0, large = 0;
   for (const seg::plan& p : c) {
     if (p.how == seg::strategy::group) {
       ++groups;
@@ -248,20 +252,23 @@ TEST(SegmentedPlanCpu, RowCandidatesAreTheRowPlansWithinTheWorkspace) {
       EXPECT_LE(p.group, 32);
     } else {
       ASSERT_EQ(p.how, seg::strategy::split);
-      ++splits;
-      EXPECT_LE(p.per_seg * 512u, 1024u);
+      ++(p.split_block == seg::kSplitBlockSmall ? small : large);
+      EXPECT_LE(p.per_seg * static_cast<unsigned>(p.split_block), 1024u);
       EXPECT_LE((1u << 8) * p.per_seg * 4u, 4u << 20);
     }
     EXPECT_GT(p.blocks, 0u);
   }
   EXPECT_EQ(groups, 4);
-  EXPECT_EQ(splits, 2);
+  EXPECT_EQ(small, 3);
+  EXPECT_EQ(large, 2);
   const seg::plan rule = seg::make_plan(rows(1u << 8, 4096), 4, 4, false, h100());
   bool found = false;
-  for (const seg::plan& p : c) found = found || (p.how == rule.how && p.per_seg == rule.per_seg);
+  for (const seg::plan& p : c)
+    found = found || (p.how == rule.how && p.per_seg == rule.per_seg && p.split_block == rule.split_block);
   EXPECT_TRUE(found);
-  // Rows of 64 elements (16 vectors): groups of 4 only; no candidates for columns, ragged or dot.
-  EXPECT_EQ(seg::row_candidates(rows(1u << 10, 64), 4, 4, h100()).size(), 2u);  // g4, split
+  // Rows of 64 elements (16 vectors): groups of 4 and one 512-thread block only; no candidates
+  // for columns, ragged or dot.
+  EXPECT_EQ(seg::row_candidates(rows(1u << 10, 64), 4, 4, h100()).size(), 2u);
   EXPECT_TRUE(seg::row_candidates(columns(1000, 16), 4, 4, h100()).empty());
 }
 

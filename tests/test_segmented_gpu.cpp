@@ -138,6 +138,7 @@ void rows_suite() {
       {0, 5, 5}, {5, 0, 0}, {1, 1, 1}, {1, 1000, 1000}, {1000, 1, 3}, {3, 33, 35}, {64, 16, 16},
       {257, 7, 9}, {100, 256, 260}, {9, 4099, 4099}, {2, 200003, 200005}, {1000, 1, 1},
       {8, 1024, 1024}, {16, 4096, 4100}, {17, 300, 300},  // thin columns (16-byte loads), the first long axis
+      {5, 2048, 2051}, {3, 16384, 16389},  // rows of 1024 vectors for f64 / u8: 256-thread split blocks
   };
   for (const auto& s : shapes) rows_case<T>(s[0], s[1], s[2]);
   for (std::uint64_t cols = 1; cols <= 33; ++cols) rows_case<T>(19, cols, cols + (cols % 3));

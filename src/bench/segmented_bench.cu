@@ -80,6 +80,7 @@ std::string plan_cell(const seg::plan& pl) {
   return std::string(seg::to_string(pl.how)) + (pl.how == seg::strategy::group ? " g" + std::to_string(pl.group) : "") +
          (pl.how == seg::strategy::columns ? " c" + std::to_string(pl.col_vecs) : "") +
          (pl.how == seg::strategy::thin ? " m" + std::to_string(pl.group) : "") +
+         (pl.how == seg::strategy::split && pl.split_block != seg::kSplitBlock ? " b" + std::to_string(pl.split_block) : "") +
          (pl.per_seg > 1 ? " x" + std::to_string(pl.per_seg) : "");
 }
 
@@ -220,6 +221,7 @@ report run_segmented_bench(const segmented_bench_options& opt) {
       const auto tm = time_interleaved(calls, stream, 1, sweep_timing);
       auto same_as_rule = [&](const seg::plan& c) {
         return c.how == rule.how && c.col_vecs == rule.col_vecs && c.per_seg == rule.per_seg &&
+               c.split_block == rule.split_block &&
                (c.how != seg::strategy::thin && c.how != seg::strategy::group ? true : c.group == rule.group);
       };
       auto row_of = [&](const seg::plan& c, double us, bool is_rule) {

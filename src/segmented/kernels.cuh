@@ -330,8 +330,11 @@ __global__ void __launch_bounds__(BLOCK) seg_fixup_kernel(seg_args<T, Op> a) {
 // Long contiguous segments: per_seg blocks per segment, each reducing a grid-stride share with
 // the core's block code (reduce_block_range: aligned 16-byte body, scalar head and tail, the
 // op's own fold and block tree); the last block of a segment combines the partials in order.
+// 512 threads (two blocks per SM) for long rows; 256 (four per SM, the same 64 registers a
+// thread) for rows of about one round of 256 x 4 vectors, which a 512-thread block would read
+// with half its threads and half the loads in flight per SM.
 template <class T, class Op, int BLOCK>
-__global__ void __launch_bounds__(BLOCK, 2) seg_split_kernel(seg_args<T, Op> a) {
+__global__ void __launch_bounds__(BLOCK, 1024 / BLOCK) seg_split_kernel(seg_args<T, Op> a) {
   kernel_entry();
   using Acc = typename Op::acc_type;
   if (status_bad(a.d_status)) return;

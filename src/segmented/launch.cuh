@@ -92,7 +92,10 @@ bool launch_rows(const plan& pl, const seg_args<T, Op>& a, const seg_ctx& c) {
       go(seg_group_kernel<T, Op, kGroupBlock>, a, pl.blocks, kGroupBlock, c, "launching the segmented group kernel");
       return true;
     case strategy::split:
-      go(seg_split_kernel<T, Op, kSplitBlock>, a, pl.blocks, kSplitBlock, c, "launching the segmented split kernel");
+      if (pl.split_block == kSplitBlockSmall)
+        go(seg_split_kernel<T, Op, kSplitBlockSmall>, a, pl.blocks, kSplitBlockSmall, c, "launching the segmented split kernel");
+      else
+        go(seg_split_kernel<T, Op, kSplitBlock>, a, pl.blocks, kSplitBlock, c, "launching the segmented split kernel");
       return true;
     default: return false;
   }

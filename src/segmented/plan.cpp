@@ -21,15 +21,16 @@ std::uint64_t pow2_ceil(std::uint64_t x) {
   while (p < x) p *= 2;
   return p;
 }
-// Segments at least this many 16-byte vectors long (8192 f32) go to whole blocks: a warp would
-// loop 16 rounds of 4 vectors per lane over them. Rows of half that go to blocks too while there
-// are fewer of them than resident split blocks (their warps would leave most of the GPU idle).
-// `tally bench segmented --sweep` on the H100 (2026-11-26 12:1x UTC, f32 sums, graph us, lane
-// groups of 32 against a block per row): 8192-element rows 7.39 / 2.41 (2^7 rows), 26.95 / 23.30
-// (2^11), 356.9 / 340.6 (2^15); 4096-element rows 4.45 / 2.44 (2^8 rows), 26.95 / 30.56 (2^12),
-// lane groups best of all plans at 2^16; 2048-element rows: lane groups at every count.
+// Segments at least this many 16-byte vectors long (8192 f32, one round of a 512-thread block)
+// go to whole 512-thread blocks: a warp would loop 16 rounds of 4 vectors per lane over them.
+// Rows of 1024 to 2047 vectors (4096 f32: one round of a 256-thread block) go to 256-thread
+// blocks, four per SM. `tally bench segmented --sweep` on the H100 (2026-11-26 12:1x UTC, f32
+// sums, graph us, lane groups of 32 against a 512-thread block per row): 8192-element rows 7.39 /
+// 2.41 (2^7 rows), 26.95 / 23.30 (2^11), 356.9 / 340.6 (2^15); 4096-element rows 4.45 / 2.44
+// (2^8 rows), 26.95 / 30.56 (2^12), 355.6 / 406.9 (2^16: the 512-thread block reads them with
+// half its threads); 2048-element rows: lane groups at every count.
 constexpr std::uint64_t kBlockSegmentVectors = 32 * 4 * 16;
-constexpr std::uint64_t kFewRowsBlockVectors = kBlockSegmentVectors / 2;
+constexpr std::uint64_t kSmallBlockVectors = kBlockSegmentVectors / 2;
 // A block of the split kernel should keep at least this many rounds of its 4 loads per thread.
 constexpr std::uint64_t kMinRoundsPerBlock = 4;
 // Exact sums over at most this many segments, each at least this long, run as 1-D launches.
@@ -111,13 +112,16 @@ void fill_group(plan& r, std::uint64_t segments, std::uint64_t length, int g, st
   r.blocks = static_cast<unsigned>(std::min<std::uint64_t>(ceil_div(threads, kGroupBlock), resident));
   r.why = std::to_string(g) + " lane(s) per segment of " + std::to_string(length) + " elements";
 }
-// Blocks of the split kernel, `per` of them per segment.
-void fill_split(plan& r, std::uint64_t segments, std::uint64_t length, std::uint64_t per, std::uint64_t resident_split) {
+// Blocks of `block` threads of the split kernel, `per` of them per segment.
+void fill_split(plan& r, std::uint64_t segments, std::uint64_t length, std::uint64_t per, int block, std::uint64_t sms,
+                const device_limits& d) {
   r.how = strategy::split;
   r.per_seg = static_cast<unsigned>(per);
-  r.blocks = static_cast<unsigned>(std::min<std::uint64_t>(segments * per, resident_split * 8));
-  r.why = (per > 1 ? std::to_string(per) + " blocks per segment of " : "a block per segment of ") +
-          std::to_string(length) + " elements";
+  r.split_block = block;
+  const std::uint64_t resident = sms * static_cast<std::uint64_t>(std::max(1, d.max_threads_per_sm / block));
+  r.blocks = static_cast<unsigned>(std::min<std::uint64_t>(segments * per, resident * 8));
+  r.why = (per > 1 ? std::to_string(per) + " blocks" : std::string("a block")) + " of " + std::to_string(block) +
+          " threads per segment of " + std::to_string(length) + " elements";
 }
 
 }  // namespace
@@ -267,10 +271,15 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
             " elements, one 16-byte vector each: 512 contiguous bytes per warp load";
     return r;
   }
-  if (nvec < kBlockSegmentVectors && !(nvec >= kFewRowsBlockVectors && segments < resident_split)) {
+  if (nvec < kSmallBlockVectors) {
     // Short and middle segments: about four vectors per lane, at most a warp per segment.
     fill_group(r, segments, length, static_cast<int>(std::min<std::uint64_t>(32, pow2_floor(std::max<std::uint64_t>(1, nvec / 4)))),
                sms, d);
+    return r;
+  }
+  if (nvec < kBlockSegmentVectors) {
+    // About one round of a 256-thread block: a block each.
+    fill_split(r, segments, length, 1, kSplitBlockSmall, sms, d);
     return r;
   }
   // Long segments: blocks, several per segment when there are too few segments to fill the GPU.
@@ -282,7 +291,7 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
     if (segments > d.max_tiles) per = 1;
     per = std::max<std::uint64_t>(per, 1);
   }
-  fill_split(r, segments, length, per, resident_split);
+  fill_split(r, segments, length, per, kSplitBlock, sms, d);
   return r;
 }
 
@@ -293,7 +302,6 @@ std::vector<plan> row_candidates(const problem& p, int elem_bytes, int acc_bytes
   const std::uint64_t nvec = std::max<std::uint64_t>(1, p.length / vn);
   const std::uint64_t sms = static_cast<std::uint64_t>(std::max(1, d.sm_count));
   const std::uint64_t segments = p.outer;
-  const std::uint64_t resident_split = sms * std::max(1, d.max_threads_per_sm / kSplitBlock);
   const std::uint64_t slots = d.partial_bytes / static_cast<std::uint64_t>(std::max(acc_bytes, 1));
   // Lane groups of 4 to 32 lanes, each lane at least one round of 4 vectors.
   for (int g = 4; g <= 32; g *= 2) {
@@ -302,14 +310,16 @@ std::vector<plan> row_candidates(const problem& p, int elem_bytes, int acc_bytes
     fill_group(r, segments, p.length, g, sms, d);
     out.push_back(r);
   }
-  // Split blocks: 1 to 16 per segment, each block at least one vector per thread, within the
-  // workspace's partials and per-segment counters.
-  for (std::uint64_t per = 1; per <= 16; per *= 2) {
-    if (per > 1 && (segments > d.max_tiles || segments * per > slots || per * kSplitBlock > nvec)) break;
-    plan r;
-    fill_split(r, segments, p.length, per, resident_split);
-    out.push_back(r);
-  }
+  // Split blocks of 256 and of 512 threads: 1 to 16 per segment, each block at least one vector
+  // per thread, within the workspace's partials and per-segment counters.
+  for (int block : {kSplitBlockSmall, kSplitBlock})
+    for (std::uint64_t per = 1; per <= 16; per *= 2) {
+      if (per * static_cast<std::uint64_t>(block) > nvec && (per > 1 || block == kSplitBlockSmall)) break;
+      if (per > 1 && (segments > d.max_tiles || segments * per > slots)) break;
+      plan r;
+      fill_split(r, segments, p.length, per, block, sms, d);
+      out.push_back(r);
+    }
   return out;
 }
 

@@ -66,11 +66,15 @@ struct problem {
 enum class strategy : int { group, rowtile, split, columns, thin, ragged, exact_block, exact_launches };
 const char* to_string(strategy s);
 
+inline constexpr int kSplitBlock = 512;       // threads per block of the split and exact kernels
+inline constexpr int kSplitBlockSmall = 256;  // and of the split kernel for rows of one such block's round
+
 struct plan {
   strategy how = strategy::group;
   int group = 32;
   unsigned blocks = 0;   // grid of the main launch
   unsigned per_seg = 1;  // split / columns: blocks sharing one segment or tile
+  int split_block = kSplitBlock;  // split: threads per block (kSplitBlock or kSplitBlockSmall)
   int col_vecs = 1;      // columns: vectors (of 16 bytes, or single elements) across a tile
   bool vec = true;       // columns / thin: 16-byte loads
   std::uint64_t short_max = ~std::uint64_t(0);  // group / ragged: longest segment for `group` lanes
@@ -90,7 +94,6 @@ struct device_limits {
 };
 
 inline constexpr int kGroupBlock = 256;    // threads per block of the group kernel
-inline constexpr int kSplitBlock = 512;    // and of the split and exact kernels
 inline constexpr int kColumnsBlock = 256;  // and of the columns kernel
 inline constexpr int kChunkBlock = 512;    // and of the ragged chunk kernel
 inline constexpr int kFixupBlock = 256;    // and of the ragged fix-up kernel (a warp per chunk)
