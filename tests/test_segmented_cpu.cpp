@@ -49,24 +49,29 @@ TEST(SegmentedPlanCpu, StrategyFollowsTheShape) {
   seg::problem uc = columns(1000, 16);
   uc.aligned16 = false;
   EXPECT_FALSE(seg::make_plan(uc, 4, 4, false, h100()).vec);
-  // 256-element rows: 16 lanes; 2048: a warp; 4096 (1024 vectors): a 256-thread block each, at
-  // any count; 8192 and longer: 512-thread blocks. f64 rows of 2048 are 1024 vectors, as f32 rows
-  // of 4096.
+  // f32 rows of 256: 16 lanes; of 1024: a warp at any count; of 2048: a warp, or a 256-thread
+  // block each while fewer than the resident 256-thread blocks (132 SMs x 8); of 4096 and 8192: a
+  // 256-thread block each, at any count; of 16384 and longer: 512-thread blocks. f64 rows of 2048
+  // are 1024 vectors, as f32 rows of 4096.
   EXPECT_EQ(seg::make_plan(rows(1u << 20, 256), 4, 4, false, h100()).group, 16);
-  EXPECT_EQ(seg::make_plan(rows(1u << 8, 2048), 4, 4, false, h100()).group, 32);
+  EXPECT_EQ(seg::make_plan(rows(1u << 8, 1024), 4, 4, false, h100()).how, seg::strategy::group);
   EXPECT_EQ(seg::make_plan(rows(1u << 17, 2048), 4, 4, false, h100()).group, 32);
+  EXPECT_EQ(seg::make_plan(rows(1056, 2048), 4, 4, false, h100()).how, seg::strategy::group);
+  EXPECT_EQ(seg::make_plan(rows(1055, 2048), 4, 4, false, h100()).split_block, seg::kSplitBlockSmall);
   for (std::uint64_t r : {std::uint64_t(1) << 8, std::uint64_t(1) << 12, std::uint64_t(1) << 16}) {
-    pl = seg::make_plan(rows(r, 4096), 4, 4, false, h100());
-    EXPECT_EQ(pl.how, seg::strategy::split) << r;
-    EXPECT_EQ(pl.split_block, seg::kSplitBlockSmall) << r;
-    EXPECT_EQ(pl.per_seg, 1u) << r;
-    EXPECT_EQ(pl.blocks, static_cast<unsigned>(std::min<std::uint64_t>(r, 132 * 8 * 8))) << r;
+    for (std::uint64_t c : {4096, 8192}) {
+      pl = seg::make_plan(rows(r, c), 4, 4, false, h100());
+      EXPECT_EQ(pl.how, seg::strategy::split) << r << " x " << c;
+      EXPECT_EQ(pl.split_block, seg::kSplitBlockSmall) << r << " x " << c;
+      EXPECT_EQ(pl.per_seg, 1u) << r << " x " << c;
+      EXPECT_EQ(pl.blocks, static_cast<unsigned>(std::min<std::uint64_t>(r, 132 * 8 * 8))) << r << " x " << c;
+    }
   }
-  EXPECT_EQ(seg::make_plan(rows(1u << 8, 2048), 8, 8, false, h100()).split_block, seg::kSplitBlockSmall);
-  pl = seg::make_plan(rows(1u << 15, 8192), 4, 4, false, h100());
+  EXPECT_EQ(seg::make_plan(rows(1u << 17, 2048), 8, 8, false, h100()).split_block, seg::kSplitBlockSmall);
+  pl = seg::make_plan(rows(1u << 14, 16384), 4, 4, false, h100());
   EXPECT_EQ(pl.how, seg::strategy::split);
   EXPECT_EQ(pl.split_block, seg::kSplitBlock);
-  EXPECT_EQ(seg::make_plan(rows(1u << 7, 8192), 4, 4, false, h100()).per_seg, 1u);
+  EXPECT_EQ(seg::make_plan(rows(1u << 6, 16384), 4, 4, false, h100()).per_seg, 1u);
   // 16 rows of 2^24: blocks, several per row to fill 132 SMs; 4096 rows of 2^16: a block each.
   pl = seg::make_plan(rows(16, 1u << 24), 4, 4, false, h100());
   EXPECT_EQ(pl.how, seg::strategy::split);

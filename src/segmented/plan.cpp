@@ -21,16 +21,20 @@ std::uint64_t pow2_ceil(std::uint64_t x) {
   while (p < x) p *= 2;
   return p;
 }
-// Segments at least this many 16-byte vectors long (8192 f32, one round of a 512-thread block)
-// go to whole 512-thread blocks: a warp would loop 16 rounds of 4 vectors per lane over them.
-// Rows of 1024 to 2047 vectors (4096 f32: one round of a 256-thread block) go to 256-thread
-// blocks, four per SM. `tally bench segmented --sweep` on the H100 (2026-11-26 12:1x UTC, f32
-// sums, graph us, lane groups of 32 against a 512-thread block per row): 8192-element rows 7.39 /
-// 2.41 (2^7 rows), 26.95 / 23.30 (2^11), 356.9 / 340.6 (2^15); 4096-element rows 4.45 / 2.44
-// (2^8 rows), 26.95 / 30.56 (2^12), 355.6 / 406.9 (2^16: the 512-thread block reads them with
-// half its threads); 2048-element rows: lane groups at every count.
-constexpr std::uint64_t kBlockSegmentVectors = 32 * 4 * 16;
-constexpr std::uint64_t kSmallBlockVectors = kBlockSegmentVectors / 2;
+// Rows of whole blocks: 512-thread blocks from this many 16-byte vectors (16384 f32, two rounds
+// of such a block); 256-thread blocks (four per SM) from kSmallBlockVectors (4096 f32, one round
+// of 256 x 4 vectors), and from kFewRowsBlockVectors while the rows are fewer than the resident
+// 256-thread blocks (their warps would leave most of the GPU idle); shorter rows to lane groups.
+// `tally bench segmented --sweep` on the H100 (2026-11-26 12:3x UTC, f32 sums, graph us; lane
+// groups of 32 / 256-thread blocks / 512-thread blocks): 4096-element rows 4.37 / 2.18 / 2.39 (2^8
+// rows), 26.8 / 22.9 / 30.5 (2^12), 355.6 / 340.4 / 406.4 (2^16); 8192-element rows 7.32 / 2.19 /
+// 2.35 (2^7), 26.81 / 23.01 / 23.25 (2^11), 356.7 / 337.3 / 340.6 (2^15); 16384-element rows:
+// 2.45 / 2.46 (2^6, blocks), 23.45 / 23.23 (2^10), 512 threads at 2^14; 2048-element rows 2.90 /
+// 2.30 (2^9 rows), 24.63 / 26.96 (2^13), lane groups best at 2^17; 1024-element rows: lane groups
+// at every count (2^10 rows: 2.28 / 3.56).
+constexpr std::uint64_t kBlockSegmentVectors = 32 * 4 * 32;
+constexpr std::uint64_t kSmallBlockVectors = kBlockSegmentVectors / 4;
+constexpr std::uint64_t kFewRowsBlockVectors = kBlockSegmentVectors / 8;
 // A block of the split kernel should keep at least this many rounds of its 4 loads per thread.
 constexpr std::uint64_t kMinRoundsPerBlock = 4;
 // Exact sums over at most this many segments, each at least this long, run as 1-D launches.
@@ -271,14 +275,15 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
             " elements, one 16-byte vector each: 512 contiguous bytes per warp load";
     return r;
   }
-  if (nvec < kSmallBlockVectors) {
+  const std::uint64_t resident_small = sms * static_cast<std::uint64_t>(std::max(1, d.max_threads_per_sm / kSplitBlockSmall));
+  if (nvec < kSmallBlockVectors && !(nvec >= kFewRowsBlockVectors && segments < resident_small)) {
     // Short and middle segments: about four vectors per lane, at most a warp per segment.
     fill_group(r, segments, length, static_cast<int>(std::min<std::uint64_t>(32, pow2_floor(std::max<std::uint64_t>(1, nvec / 4)))),
                sms, d);
     return r;
   }
   if (nvec < kBlockSegmentVectors) {
-    // About one round of a 256-thread block: a block each.
+    // One or two rounds of a 256-thread block: a block each.
     fill_split(r, segments, length, 1, kSplitBlockSmall, sms, d);
     return r;
   }
