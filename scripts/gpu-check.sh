@@ -116,13 +116,22 @@ if has sanitize; then
   # writes one slot; numba-1: unguarded read-modify-write; numba-3 reproduces a printed bug):
   # they are excluded by name, and the sanitizer runs on every other test.
   racy="*hip_3*:*hip_4*:*numba_1*:*numba_3*:LabGpuDemo.*"
+  # The Dist* tests run apart, without API-error reports: NCCL's communicator set-up asks
+  # cudaFuncGetAttributes of kernels it has no image of for this GPU and handles the error itself
+  # (28 reports from inside libnccl's ncclGroupEnd on the H100, 2026-11-26); tally's own CUDA
+  # calls are checked by tally and throw, and the kernels are still checked.
   for tool in ${TALLY_SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
     step "compute-sanitizer --tool $tool"
     TALLY_TEST_SMALL=1 TALLY_UNDER_SANITIZER=1 timeout 240 compute-sanitizer --tool "$tool" --error-exitcode 9 \
-      "$bin/tally_tests" --gtest_brief=1 --gtest_filter="${TALLY_SANITIZE_FILTER:-*Gpu*:-LargeGpu.*:$racy}" \
+      "$bin/tally_tests" --gtest_brief=1 --gtest_filter="${TALLY_SANITIZE_FILTER:-*Gpu*:-LargeGpu.*:Dist*:$racy}" \
       >"$out/sanitize-$tool.txt" 2>&1
     rc=$?
-    echo "$tool rc=$rc $(grep -E 'SUMMARY' "$out/sanitize-$tool.txt" | tail -1)" | tee -a "$out/summary.txt"
+    if [ -z "${TALLY_SANITIZE_FILTER:-}" ]; then
+      TALLY_TEST_SMALL=1 TALLY_UNDER_SANITIZER=1 timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+        --report-api-errors no "$bin/tally_tests" --gtest_brief=1 --gtest_filter='DistGpu*' \
+        >>"$out/sanitize-$tool.txt" 2>&1 || rc=$((rc > 0 ? rc : 9))
+    fi
+    echo "$tool rc=$rc $(grep -E 'SUMMARY' "$out/sanitize-$tool.txt" | tail -2 | tr '\n' ' ')" | tee -a "$out/summary.txt"
     [ $rc = 0 ] || status=1
   done
   cat "$out"/sanitize-*.txt >"$out/sanitize.log"; rm -f "$out"/sanitize-*.txt
