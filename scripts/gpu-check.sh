@@ -119,7 +119,8 @@ if has sanitize; then
   # The Dist* tests run apart, without API-error reports: NCCL's communicator set-up asks
   # cudaFuncGetAttributes of kernels it has no image of for this GPU and handles the error itself
   # (28 reports from inside libnccl's ncclGroupEnd on the H100, 2026-11-26); tally's own CUDA
-  # calls are checked by tally and throw, and the kernels are still checked.
+  # calls are checked by tally and throw, and the kernels are still checked. (With
+  # TALLY_SANITIZE_FILTER set, that one run takes the filter, API-error reports on.)
   for tool in ${TALLY_SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
     step "compute-sanitizer --tool $tool"
     TALLY_TEST_SMALL=1 TALLY_UNDER_SANITIZER=1 timeout 240 compute-sanitizer --tool "$tool" --error-exitcode 9 \
@@ -127,7 +128,7 @@ if has sanitize; then
       >"$out/sanitize-$tool.txt" 2>&1
     rc=$?
     if [ -z "${TALLY_SANITIZE_FILTER:-}" ]; then
-      TALLY_TEST_SMALL=1 TALLY_UNDER_SANITIZER=1 timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+      TALLY_TEST_SMALL=1 TALLY_UNDER_SANITIZER=1 timeout 240 compute-sanitizer --tool "$tool" --error-exitcode 9 \
         --report-api-errors no "$bin/tally_tests" --gtest_brief=1 --gtest_filter='DistGpu*' \
         >>"$out/sanitize-$tool.txt" 2>&1 || rc=$((rc > 0 ? rc : 9))
     fi

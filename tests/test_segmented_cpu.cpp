@@ -50,14 +50,18 @@ TEST(SegmentedPlanCpu, StrategyFollowsTheShape) {
   uc.aligned16 = false;
   EXPECT_FALSE(seg::make_plan(uc, 4, 4, false, h100()).vec);
   // f32 rows of 256: 16 lanes; of 1024: a warp at any count; of 2048: a warp, or a 256-thread
-  // block each while fewer than the resident 256-thread blocks (132 SMs x 8); of 4096 and 8192: a
+  // block each while fewer than one wave of 256-thread blocks (132 SMs x 4); of 4096 and 8192: a
   // 256-thread block each, at any count; of 16384 and longer: 512-thread blocks. f64 rows of 2048
   // are 1024 vectors, as f32 rows of 4096.
   EXPECT_EQ(seg::make_plan(rows(1u << 20, 256), 4, 4, false, h100()).group, 16);
   EXPECT_EQ(seg::make_plan(rows(1u << 8, 1024), 4, 4, false, h100()).how, seg::strategy::group);
-  EXPECT_EQ(seg::make_plan(rows(1u << 17, 2048), 4, 4, false, h100()).group, 32);
-  EXPECT_EQ(seg::make_plan(rows(1056, 2048), 4, 4, false, h100()).how, seg::strategy::group);
-  EXPECT_EQ(seg::make_plan(rows(1055, 2048), 4, 4, false, h100()).split_block, seg::kSplitBlockSmall);
+  pl = seg::make_plan(rows(1u << 17, 2048), 4, 4, false, h100());
+  EXPECT_EQ(pl.how, seg::strategy::group);
+  EXPECT_EQ(pl.group, 32);
+  EXPECT_EQ(seg::make_plan(rows(528, 2048), 4, 4, false, h100()).how, seg::strategy::group);
+  pl = seg::make_plan(rows(527, 2048), 4, 4, false, h100());
+  EXPECT_EQ(pl.how, seg::strategy::split);
+  EXPECT_EQ(pl.split_block, seg::kSplitBlockSmall);
   for (std::uint64_t r : {std::uint64_t(1) << 8, std::uint64_t(1) << 12, std::uint64_t(1) << 16}) {
     for (std::uint64_t c : {4096, 8192}) {
       pl = seg::make_plan(rows(r, c), 4, 4, false, h100());
@@ -67,11 +71,16 @@ TEST(SegmentedPlanCpu, StrategyFollowsTheShape) {
       EXPECT_EQ(pl.blocks, static_cast<unsigned>(std::min<std::uint64_t>(r, 132 * 8 * 8))) << r << " x " << c;
     }
   }
-  EXPECT_EQ(seg::make_plan(rows(1u << 17, 2048), 8, 8, false, h100()).split_block, seg::kSplitBlockSmall);
+  pl = seg::make_plan(rows(1u << 17, 2048), 8, 8, false, h100());
+  EXPECT_EQ(pl.how, seg::strategy::split);
+  EXPECT_EQ(pl.split_block, seg::kSplitBlockSmall);
   pl = seg::make_plan(rows(1u << 14, 16384), 4, 4, false, h100());
   EXPECT_EQ(pl.how, seg::strategy::split);
   EXPECT_EQ(pl.split_block, seg::kSplitBlock);
-  EXPECT_EQ(seg::make_plan(rows(1u << 6, 16384), 4, 4, false, h100()).per_seg, 1u);
+  pl = seg::make_plan(rows(1u << 6, 16384), 4, 4, false, h100());
+  EXPECT_EQ(pl.how, seg::strategy::split);
+  EXPECT_EQ(pl.split_block, seg::kSplitBlock);
+  EXPECT_EQ(pl.per_seg, 1u);
   // 16 rows of 2^24: blocks, several per row to fill 132 SMs; 4096 rows of 2^16: a block each.
   pl = seg::make_plan(rows(16, 1u << 24), 4, 4, false, h100());
   EXPECT_EQ(pl.how, seg::strategy::split);
@@ -259,7 +268,6 @@ TEST(SegmentedPlanCpu, RowCandidatesAreTheRowPlansWithinTheWorkspace) {
       ASSERT_EQ(p.how, seg::strategy::split);
       ++(p.split_block == seg::kSplitBlockSmall ? small : large);
       EXPECT_LE(p.per_seg * static_cast<unsigned>(p.split_block), 1024u);
-      EXPECT_LE((1u << 8) * p.per_seg * 4u, 4u << 20);
     }
     EXPECT_GT(p.blocks, 0u);
   }
@@ -271,9 +279,18 @@ TEST(SegmentedPlanCpu, RowCandidatesAreTheRowPlansWithinTheWorkspace) {
   for (const seg::plan& p : c)
     found = found || (p.how == rule.how && p.per_seg == rule.per_seg && p.split_block == rule.split_block);
   EXPECT_TRUE(found);
-  // Rows of 64 elements (16 vectors): groups of 4 and one 512-thread block only; no candidates
+  // Rows of 64 elements (16 vectors): groups of 4 and one block of either size; no candidates
   // for columns, ragged or dot.
-  EXPECT_EQ(seg::row_candidates(rows(1u << 10, 64), 4, 4, h100()).size(), 2u);
+  EXPECT_EQ(seg::row_candidates(rows(1u << 10, 64), 4, 4, h100()).size(), 3u);
+  // The workspace's limits: 4096 rows are more than its 2048 per-segment counters (one block
+  // each); 2^20 rows of 2^14 f32 at 4 bytes a partial fill its 4 MiB with one block each.
+  for (const seg::plan& p : seg::row_candidates(rows(4096, 1u << 14), 4, 4, h100())) EXPECT_EQ(p.per_seg, 1u);
+  seg::device_limits tight = h100();
+  tight.partial_bytes = 4096u * 4u * 2u;  // two partials per row of 4096 rows
+  tight.max_tiles = 1u << 20;
+  unsigned most = 0;
+  for (const seg::plan& p : seg::row_candidates(rows(4096, 1u << 14), 4, 4, tight)) most = std::max(most, p.per_seg);
+  EXPECT_EQ(most, 2u);
   EXPECT_TRUE(seg::row_candidates(columns(1000, 16), 4, 4, h100()).empty());
 }
 

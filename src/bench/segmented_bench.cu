@@ -212,11 +212,15 @@ report run_segmented_bench(const segmented_bench_options& opt) {
       for (const seg::plan& c : candidates_of(rule))
         if (std::uint64_t(c.blocks) * 16 > rule.blocks) cands.push_back(c);
       std::vector<call_fn> calls{[&](cudaStream_t s, std::uint64_t) { call(s); }};
+      // The plan forced for one call, the rule's again after it (also when the call throws).
+      struct forced {
+        explicit forced(const seg::plan* p) { seg::force_plan(p); }
+        ~forced() { seg::force_plan(nullptr); }
+      };
       for (const seg::plan& c : cands)
         calls.push_back([&, c](cudaStream_t s, std::uint64_t) {
-          seg::force_plan(&c);
+          const forced f(&c);
           call(s);
-          seg::force_plan(nullptr);
         });
       const auto tm = time_interleaved(calls, stream, 1, sweep_timing);
       auto same_as_rule = [&](const seg::plan& c) {

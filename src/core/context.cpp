@@ -95,12 +95,8 @@ int current_ordinal() {
 }
 
 // Allocation is not a stream operation, but in a stream being captured in global mode the
-// runtime refuses it unless this thread relaxes its capture mode for the duration.
-struct relaxed_capture {
-  cudaStreamCaptureMode old = cudaStreamCaptureModeRelaxed;
-  relaxed_capture() { cudaThreadExchangeStreamCaptureMode(&old); }
-  ~relaxed_capture() { cudaThreadExchangeStreamCaptureMode(&old); }
-};
+// runtime refuses it unless this thread relaxes its capture mode for the duration
+// (relaxed_capture_scope, context.hpp).
 
 std::atomic<std::size_t> g_created{0};
 std::atomic<int> g_cache_generation{0};  // bumped when a workspace is freed
@@ -121,7 +117,7 @@ void* alloc_filled(device_slot& slot, std::size_t bytes, int value, const char* 
 
 std::unique_ptr<workspace> make_workspace(device_slot& slot) {
   ++g_created;
-  relaxed_capture guard;
+  relaxed_capture_scope guard;
   auto w = std::make_unique<workspace>();
   const std::size_t partial_bytes = std::size_t(kMaxBlocks) * kMaxAccBytes;
   static_assert(std::size_t(kMaxBlocks) * kMaxAccBytes >= kChunkPartialBytes, "room for the chunk partials");
@@ -146,7 +142,7 @@ std::unique_ptr<workspace> make_workspace(device_slot& slot) {
 // that grid's partials or the dynamic schedule's chunk partials (kChunkPartialBytes), as a
 // stream's workspace does, so a captured call cuts the body as an uncaptured one.
 std::unique_ptr<workspace> make_capture_workspace(device_slot& slot) {
-  relaxed_capture guard;
+  relaxed_capture_scope guard;
   const device_context& c = slot.ctx;
   const unsigned max_blocks = static_cast<unsigned>(
       std::min<long long>(kMaxBlocks, (long long)c.sm_count * c.max_threads_per_sm / kMinBlockThreads));
@@ -231,7 +227,7 @@ void* segmented_scratch(workspace& ws, std::size_t bytes) {
   if (bytes == 0) return nullptr;
   if (bytes > kSegScratchBytes) throw error("tally: internal error: a segmented plan needs more scratch than it has");
   if (ws.d_seg_scratch == nullptr) {
-    relaxed_capture guard;
+    relaxed_capture_scope guard;
     // Every byte defined (the ragged plan's chunk entries read -1, "no segment"), so nothing
     // ever reads memory that was never written.
     ws.d_seg_scratch = alloc_filled(g_devices[current_context().ordinal], ws.owns_memory ? kSegScratchBytes : bytes,

@@ -37,11 +37,13 @@ class device_scope {
   int want_, was_ = 0;
 };
 
-// This thread's stream-capture mode set to relaxed for the scope, then put back. The blocking
-// calls that wait on the host (the sharded reductions' exchange) do so inside one: a capture this
-// thread began (or, in the global mode, any thread's) otherwise forbids the wait itself
-// (cudaErrorStreamCaptureUnsupported), and the call could not even report that the caller's
-// stream is capturing. Nothing is queued on a capturing stream inside such a scope.
+// This thread's stream-capture mode set to relaxed for the scope, then put back. The workspace's
+// allocations run inside one, and so do the blocking calls that wait on the host (the sharded
+// reductions' exchange): a capture this thread began (or, in the global mode, any thread's)
+// otherwise forbids the allocation or the wait itself (cudaErrorStreamCaptureUnsupported), and a
+// blocking call could not even report that the caller's stream is capturing. Nothing is queued
+// on a capturing stream inside such a scope. (Work on the legacy default stream is refused under
+// any capture of this thread whatever the mode: cudaErrorStreamCaptureImplicit.)
 class relaxed_capture_scope {
  public:
   relaxed_capture_scope() {

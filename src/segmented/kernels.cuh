@@ -334,7 +334,7 @@ __global__ void __launch_bounds__(BLOCK) seg_fixup_kernel(seg_args<T, Op> a) {
 // thread) for rows of about one round of 256 x 4 vectors, which a 512-thread block would read
 // with half its threads and half the loads in flight per SM.
 template <class T, class Op, int BLOCK>
-__global__ void __launch_bounds__(BLOCK, 1024 / BLOCK) seg_split_kernel(seg_args<T, Op> a) {
+__global__ void __launch_bounds__(BLOCK, kSplitThreadsPerSm / BLOCK) seg_split_kernel(seg_args<T, Op> a) {
   kernel_entry();
   using Acc = typename Op::acc_type;
   if (status_bad(a.d_status)) return;

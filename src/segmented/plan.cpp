@@ -23,7 +23,7 @@ std::uint64_t pow2_ceil(std::uint64_t x) {
 }
 // Rows of whole blocks: 512-thread blocks from this many 16-byte vectors (16384 f32, two rounds
 // of such a block); 256-thread blocks (four per SM) from kSmallBlockVectors (4096 f32, one round
-// of 256 x 4 vectors), and from kFewRowsBlockVectors while the rows are fewer than the resident
+// of 256 x 4 vectors), and from kFewRowsBlockVectors while the rows are fewer than one wave of
 // 256-thread blocks (their warps would leave most of the GPU idle); shorter rows to lane groups.
 // `tally bench segmented --sweep` on the H100 (2026-11-26 12:3x UTC, f32 sums, graph us; lane
 // groups of 32 / 256-thread blocks / 512-thread blocks): 4096-element rows 4.37 / 2.18 / 2.39 (2^8
@@ -275,7 +275,9 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
             " elements, one 16-byte vector each: 512 contiguous bytes per warp load";
     return r;
   }
-  const std::uint64_t resident_small = sms * static_cast<std::uint64_t>(std::max(1, d.max_threads_per_sm / kSplitBlockSmall));
+  // The 256-thread split kernel runs four blocks per SM (its launch bounds; 62 registers a thread
+  // for the f32 sum, ptxas for sm_90): the rows that one wave of them holds.
+  const std::uint64_t resident_small = sms * static_cast<std::uint64_t>(kSplitThreadsPerSm / kSplitBlockSmall);
   if (nvec < kSmallBlockVectors && !(nvec >= kFewRowsBlockVectors && segments < resident_small)) {
     // Short and middle segments: about four vectors per lane, at most a warp per segment.
     fill_group(r, segments, length, static_cast<int>(std::min<std::uint64_t>(32, pow2_floor(std::max<std::uint64_t>(1, nvec / 4)))),
@@ -315,12 +317,12 @@ std::vector<plan> row_candidates(const problem& p, int elem_bytes, int acc_bytes
     fill_group(r, segments, p.length, g, sms, d);
     out.push_back(r);
   }
-  // Split blocks of 256 and of 512 threads: 1 to 16 per segment, each block at least one vector
-  // per thread, within the workspace's partials and per-segment counters.
+  // Split blocks of 256 and of 512 threads: one per segment, and 2 to 16 where each block still
+  // has a vector per thread, within the workspace's partials and per-segment counters.
   for (int block : {kSplitBlockSmall, kSplitBlock})
     for (std::uint64_t per = 1; per <= 16; per *= 2) {
-      if (per * static_cast<std::uint64_t>(block) > nvec && (per > 1 || block == kSplitBlockSmall)) break;
-      if (per > 1 && (segments > d.max_tiles || segments * per > slots)) break;
+      if (per > 1 && (per * static_cast<std::uint64_t>(block) > nvec || segments > d.max_tiles || segments * per > slots))
+        break;
       plan r;
       fill_split(r, segments, p.length, per, block, sms, d);
       out.push_back(r);

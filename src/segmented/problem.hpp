@@ -68,6 +68,7 @@ const char* to_string(strategy s);
 
 inline constexpr int kSplitBlock = 512;       // threads per block of the split and exact kernels
 inline constexpr int kSplitBlockSmall = 256;  // and of the split kernel for rows of one such block's round
+inline constexpr int kSplitThreadsPerSm = 1024;  // the split kernel's launch bounds: 1024 / block blocks per SM
 
 struct plan {
   strategy how = strategy::group;
