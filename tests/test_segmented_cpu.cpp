@@ -53,7 +53,11 @@ TEST(SegmentedPlanCpu, StrategyFollowsTheShape) {
   // block each while fewer than one wave of 256-thread blocks (132 SMs x 4); of 4096 and 8192: a
   // 256-thread block each, at any count; of 16384 and longer: 512-thread blocks. f64 rows of 2048
   // are 1024 vectors, as f32 rows of 4096.
-  EXPECT_EQ(seg::make_plan(rows(1u << 20, 256), 4, 4, false, h100()).group, 16);
+  EXPECT_EQ(seg::make_plan(rows(1u << 20, 256), 4, 4, false, h100()).group, 8);   // rows enough: 8 vectors a lane
+  EXPECT_EQ(seg::make_plan(rows(1u << 16, 256), 4, 4, false, h100()).group, 8);
+  EXPECT_EQ(seg::make_plan(rows(1u << 12, 256), 4, 4, false, h100()).group, 16);  // 2^12 x 8 lanes < 132 x 2048
+  EXPECT_EQ(seg::make_plan(rows(1u << 20, 512), 4, 4, false, h100()).group, 32);  // 128 vectors: unchanged
+  EXPECT_EQ(seg::make_plan(rows(1u << 20, 128), 4, 4, false, h100()).group, 8);
   EXPECT_EQ(seg::make_plan(rows(1u << 8, 1024), 4, 4, false, h100()).how, seg::strategy::group);
   pl = seg::make_plan(rows(1u << 17, 2048), 4, 4, false, h100());
   EXPECT_EQ(pl.how, seg::strategy::group);

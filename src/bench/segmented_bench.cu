@@ -260,7 +260,7 @@ report run_segmented_bench(const segmented_bench_options& opt) {
     table sr;
     sr.title = "rows, f32 sum: every candidate plan vs the rule's pick (" + dev.name + ")";
     sr.columns = sweep_columns;
-    const std::uint64_t row_lengths[] = {256, 1024, 2048, 4096, 8192, 16384, 32768};
+    const std::uint64_t row_lengths[] = {128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768};
     for (int lt : totals) {
       const std::uint64_t total = std::uint64_t(1) << lt;
       for (std::uint64_t cols : cols_list) {
