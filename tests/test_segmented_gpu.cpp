@@ -441,6 +441,14 @@ TEST(SegmentedGpu, BadOffsetsWriteNothing) {
 // The plan rule's inputs for the current GPU, as the library reads them.
 seg::device_limits this_gpu_limits() { return seg::limits_for(core::current_context()); }
 
+// The plan the sweep forces, for one call (the rule's again afterwards, also on a throw).
+struct forced_plan {
+  explicit forced_plan(const seg::plan& p) { seg::force_plan(&p); }
+  ~forced_plan() { seg::force_plan(nullptr); }
+  forced_plan(const forced_plan&) = delete;
+  forced_plan& operator=(const forced_plan&) = delete;
+};
+
 // Thin columns with four vectors of results per thread: a short axis and more than four vectors
 // of columns per resident thread (the plan rule's threshold, from this GPU's properties), the
 // last vectors past the grid's multiple.
@@ -492,13 +500,53 @@ TEST(SegmentedGpu, EveryColumnCandidateIsRight) {
       const int acc = o == op::sum ? 4 : 16;
       for (const seg::plan& c : seg::column_candidates(p, 4, acc, lim)) {
         device_buffer out(cols * 16);
-        seg::force_plan(&c);
-        reduce_columns(d.get(), rows, cols, cols, dtype::f32, o, out.get());
-        seg::force_plan(nullptr);
+        {
+          const forced_plan f(c);
+          reduce_columns(d.get(), rows, cols, cols, dtype::f32, o, out.get());
+        }
         const std::string what = "columns " + std::to_string(rows) + "x" + std::to_string(cols) + " forced " +
                                  seg::to_string(c.how) + " c" + std::to_string(c.col_vecs) + " x" + std::to_string(c.per_seg) +
                                  " m" + std::to_string(c.group);
         check_results(what.c_str(), x, cranges, o, out);
+      }
+    }
+  }
+}
+
+// Every plan the benchmark's sweep may force on rows gives the right results: lane groups, 256-
+// and 512-thread blocks, one or several per row (the several-blocks combine of 256-thread blocks
+// is reachable only this way), rows 16-byte aligned or not (ld), sum and argmax.
+TEST(SegmentedGpu, EveryRowCandidateIsRight) {
+  TALLY_REQUIRE_GPU();
+  const seg::device_limits lim = this_gpu_limits();
+  const std::uint64_t shapes[][3] = {{24, 4096, 4096}, {7, 16384, 16387}, {40, 2048, 2048}, {300, 256, 257}};
+  for (const auto& sh : shapes) {
+    const std::uint64_t rows = sh[0], cols = sh[1], ld = sh[2];
+    const auto x = small_ints<float>(rows * ld, test_seed() + cols);
+    device_buffer d(x.size() * 4);
+    d.upload(x.data(), x.size() * 4);
+    std::vector<std::vector<std::uint64_t>> ranges(rows);
+    for (std::uint64_t r = 0; r < rows; ++r)
+      for (std::uint64_t c = 0; c < cols; ++c) ranges[r].push_back(r * ld + c);
+    seg::problem p;
+    p.outer = rows, p.length = cols, p.inner = 1, p.outer_stride = ld;
+    p.aligned16 = reinterpret_cast<std::uintptr_t>(d.get()) % 16 == 0;
+    for (op o : {op::sum, op::argmax}) {
+      const int acc = o == op::sum ? 4 : 16;
+      const auto cands = seg::row_candidates(p, 4, acc, lim);
+      ASSERT_FALSE(cands.empty());
+      for (const seg::plan& c : cands) {
+        device_buffer out(rows * 16);
+        {
+          const forced_plan f(c);
+          reduce_rows(d.get(), rows, cols, ld, dtype::f32, o, out.get());
+        }
+        const seg::plan ran = seg::last_plan();
+        EXPECT_TRUE(ran.how == c.how && ran.per_seg == c.per_seg && ran.split_block == c.split_block);
+        const std::string what = "rows " + std::to_string(rows) + "x" + std::to_string(cols) + " ld " + std::to_string(ld) +
+                                 " forced " + seg::to_string(c.how) + " g" + std::to_string(c.group) + " b" +
+                                 std::to_string(c.split_block) + " x" + std::to_string(c.per_seg);
+        check_results(what.c_str(), x, ranges, o, out);
       }
     }
   }
