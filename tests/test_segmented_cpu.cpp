@@ -258,14 +258,15 @@ TEST(SegmentedArgsCpu, ClearErrors) {
 
 }  // namespace
 TEST(SegmentedPlanCpu, RowCandidatesAreTheRowPlansWithinTheWorkspace) {
-  // 2^8 rows of 4096 f32 (1024 vectors): lane groups of 4-32, 256-thread blocks 1, 2 and 4 per
-  // row, 512-thread blocks 1 and 2 (more would leave some threads without a vector); the rule's
-  // pick among them.
+  // 2^8 rows of 4096 f32 (1024 vectors): lane groups of 4-32, each with four and with eight
+  // loads in flight, 256-thread blocks 1, 2 and 4 per row, 512-thread blocks 1 and 2 (more would
+  // leave some threads without a vector); the rule's pick among them.
   const auto c = seg::row_candidates(rows(1u << 8, 4096), 4, 4, h100());
-  int groups = 0, small = 0, large = 0;
+  int groups = 0, groups8 = 0, small = 0, large = 0;
   for (const seg::plan& p : c) {
     if (p.how == seg::strategy::group) {
-      ++groups;
+      ++(p.unroll == 8 ? groups8 : groups);
+      EXPECT_TRUE(p.unroll == 4 || p.unroll == 8);
       EXPECT_GE(p.group, 4);
       EXPECT_LE(p.group, 32);
     } else {
@@ -276,6 +277,7 @@ TEST(SegmentedPlanCpu, RowCandidatesAreTheRowPlansWithinTheWorkspace) {
     EXPECT_GT(p.blocks, 0u);
   }
   EXPECT_EQ(groups, 4);
+  EXPECT_EQ(groups8, 4);
   EXPECT_EQ(small, 3);
   EXPECT_EQ(large, 2);
   const seg::plan rule = seg::make_plan(rows(1u << 8, 4096), 4, 4, false, h100());
@@ -283,9 +285,20 @@ TEST(SegmentedPlanCpu, RowCandidatesAreTheRowPlansWithinTheWorkspace) {
   for (const seg::plan& p : c)
     found = found || (p.how == rule.how && p.per_seg == rule.per_seg && p.split_block == rule.split_block);
   EXPECT_TRUE(found);
-  // Rows of 64 elements (16 vectors): groups of 4 and one block of either size; no candidates
-  // for columns, ragged or dot.
-  EXPECT_EQ(seg::row_candidates(rows(1u << 10, 64), 4, 4, h100()).size(), 3u);
+  // Rows of 64 elements (16 vectors): row tiles with four and eight steps in flight, groups of 4
+  // (four vectors a lane: no eight-load form), no split blocks (rows under 32 vectors); rows of
+  // 16 elements: the two row tiles alone; rows of 4096 are no row tile. No candidates for
+  // columns, ragged or dot.
+  const auto c64 = seg::row_candidates(rows(1u << 10, 64), 4, 4, h100());
+  ASSERT_EQ(c64.size(), 3u);
+  EXPECT_EQ(c64[0].how, seg::strategy::rowtile);
+  EXPECT_EQ(c64[0].unroll, 4);
+  EXPECT_EQ(c64[1].how, seg::strategy::rowtile);
+  EXPECT_EQ(c64[1].unroll, 8);
+  EXPECT_EQ(c64[2].how, seg::strategy::group);
+  EXPECT_EQ(c64[2].group, 4);
+  EXPECT_EQ(seg::row_candidates(rows(1u << 10, 16), 4, 4, h100()).size(), 2u);
+  for (const seg::plan& p : c) EXPECT_NE(p.how, seg::strategy::rowtile);
   // The workspace's limits: 4096 rows are more than its 2048 per-segment counters (one block
   // each); 2^20 rows of 2^14 f32 at 4 bytes a partial fill its 4 MiB with one block each.
   for (const seg::plan& p : seg::row_candidates(rows(4096, 1u << 14), 4, 4, h100())) EXPECT_EQ(p.per_seg, 1u);

@@ -519,7 +519,10 @@ TEST(SegmentedGpu, EveryColumnCandidateIsRight) {
 TEST(SegmentedGpu, EveryRowCandidateIsRight) {
   TALLY_REQUIRE_GPU();
   const seg::device_limits lim = this_gpu_limits();
-  const std::uint64_t shapes[][3] = {{24, 4096, 4096}, {7, 16384, 16387}, {40, 2048, 2048}, {300, 256, 257}};
+  // Row tiles (1, 2, 4 and 16 vectors a row, a last warp short of rows, a row stride past the
+  // row), lane groups with four and eight loads in flight, split blocks.
+  const std::uint64_t shapes[][3] = {{24, 4096, 4096}, {7, 16384, 16387}, {40, 2048, 2048}, {300, 256, 257},
+                                     {1001, 16, 20},   {333, 64, 64},     {77, 4, 4},        {555, 8, 8}};
   for (const auto& sh : shapes) {
     const std::uint64_t rows = sh[0], cols = sh[1], ld = sh[2];
     const auto x = small_ints<float>(rows * ld, test_seed() + cols);
@@ -542,10 +545,12 @@ TEST(SegmentedGpu, EveryRowCandidateIsRight) {
           reduce_rows(d.get(), rows, cols, ld, dtype::f32, o, out.get());
         }
         const seg::plan ran = seg::last_plan();
-        EXPECT_TRUE(ran.how == c.how && ran.per_seg == c.per_seg && ran.split_block == c.split_block);
+        EXPECT_TRUE(ran.how == c.how && ran.per_seg == c.per_seg && ran.split_block == c.split_block &&
+                    ran.unroll == c.unroll);
         const std::string what = "rows " + std::to_string(rows) + "x" + std::to_string(cols) + " ld " + std::to_string(ld) +
                                  " forced " + seg::to_string(c.how) + " g" + std::to_string(c.group) + " b" +
-                                 std::to_string(c.split_block) + " x" + std::to_string(c.per_seg);
+                                 std::to_string(c.split_block) + " x" + std::to_string(c.per_seg) + " u" +
+                                 std::to_string(c.unroll);
         check_results(what.c_str(), x, ranges, o, out);
       }
     }

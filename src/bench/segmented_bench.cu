@@ -75,13 +75,17 @@ std::string compare_first(const std::vector<call_fn>& calls, cudaStream_t stream
 }
 
 // A plan in a table cell: the strategy, the lane group, the blocks per segment.
-// Column tiles add their width in vectors (c32), thin plans their vectors per thread (m4).
+// Column tiles add their width in vectors (c32), thin plans their vectors per thread (m4), row
+// tiles and lane groups with eight loads in flight u8.
 std::string plan_cell(const seg::plan& pl) {
   return std::string(seg::to_string(pl.how)) + (pl.how == seg::strategy::group ? " g" + std::to_string(pl.group) : "") +
          (pl.how == seg::strategy::columns ? " c" + std::to_string(pl.col_vecs) : "") +
          (pl.how == seg::strategy::thin ? " m" + std::to_string(pl.group) : "") +
          (pl.how == seg::strategy::split && pl.split_block != seg::kSplitBlock ? " b" + std::to_string(pl.split_block) : "") +
-         (pl.per_seg > 1 ? " x" + std::to_string(pl.per_seg) : "");
+         (pl.per_seg > 1 ? " x" + std::to_string(pl.per_seg) : "") +
+         ((pl.how == seg::strategy::group || pl.how == seg::strategy::rowtile) && pl.unroll != 4
+              ? " u" + std::to_string(pl.unroll)
+              : "");
 }
 
 // The plan rule's inputs for this GPU, as the library reads them, with the columns kernel's
@@ -225,7 +229,7 @@ report run_segmented_bench(const segmented_bench_options& opt) {
       const auto tm = time_interleaved(calls, stream, 1, sweep_timing);
       auto same_as_rule = [&](const seg::plan& c) {
         return c.how == rule.how && c.col_vecs == rule.col_vecs && c.per_seg == rule.per_seg &&
-               c.split_block == rule.split_block &&
+               c.split_block == rule.split_block && c.unroll == rule.unroll &&
                (c.how != seg::strategy::thin && c.how != seg::strategy::group ? true : c.group == rule.group);
       };
       auto row_of = [&](const seg::plan& c, double us, bool is_rule) {
@@ -260,7 +264,7 @@ report run_segmented_bench(const segmented_bench_options& opt) {
     table sr;
     sr.title = "rows, f32 sum: every candidate plan vs the rule's pick (" + dev.name + ")";
     sr.columns = sweep_columns;
-    const std::uint64_t row_lengths[] = {128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768};
+    const std::uint64_t row_lengths[] = {16, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768};
     for (int lt : totals) {
       const std::uint64_t total = std::uint64_t(1) << lt;
       for (std::uint64_t cols : cols_list) {

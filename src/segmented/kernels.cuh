@@ -107,9 +107,10 @@ __device__ __forceinline__ auto elem_at(const T* base, const T* base2, std::uint
   if constexpr (core::binary_v<Op>) return core::pair_elem<T>{base[j], base2[j]};
   else return base[j];
 }
-template <class T, class Op>
+template <class T, class Op, int U = 4>
 __device__ __forceinline__ typename Op::acc_type range_share(const T* seg, std::uint64_t lo, std::uint64_t hi,
                                                              unsigned lane, unsigned G, const T* seg2 = nullptr) {
+  static_assert(U == 4 || U == 8, "four or eight loads in flight");
   using V = vec16<T>;
   constexpr int VN = V::size;
   typename Op::acc_type acc = Op::identity();
@@ -129,22 +130,34 @@ __device__ __forceinline__ typename Op::acc_type range_share(const T* seg, std::
     acc = Op::combine(acc, core::transform_elem<Op>(elem_at<T, Op>(base, base2, j), lo + j));
   const V* vb = reinterpret_cast<const V*>(base + s.head);
   std::uint64_t j = lane;
-  for (; j + 3 * std::uint64_t(G) < s.nvec; j += 4 * std::uint64_t(G)) {
-    V v[4];
+  // U loads in flight, then (U = 8) one round of four; a lane folds its vectors j, j + G, ... in
+  // that order whatever U is, so U changes the speed, never the bits.
+  for (; j + (U - 1) * std::uint64_t(G) < s.nvec; j += U * std::uint64_t(G)) {
+    V v[U];
 #pragma unroll
-    for (int u = 0; u < 4; ++u) v[u] = core::load_vec<core::load_hint::ldg>(vb + j + u * G);
+    for (int u = 0; u < U; ++u) v[u] = core::load_vec<core::load_hint::ldg>(vb + j + u * G);
 #pragma unroll
-    for (int u = 0; u < 4; ++u) acc = fold(acc, v[u], j + u * G);
+    for (int u = 0; u < U; ++u) acc = fold(acc, v[u], j + u * G);
+  }
+  if constexpr (U > 4) {
+    if (j + 3 * std::uint64_t(G) < s.nvec) {
+      V v[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) v[u] = core::load_vec<core::load_hint::ldg>(vb + j + u * G);
+#pragma unroll
+      for (int u = 0; u < 4; ++u) acc = fold(acc, v[u], j + u * G);
+      j += 4 * std::uint64_t(G);
+    }
   }
   for (; j < s.nvec; j += G) acc = fold(acc, core::load_vec<core::load_hint::ldg>(vb + j), j);
   for (std::uint64_t t = s.tail_begin + lane; t < len; t += G)
     acc = Op::combine(acc, core::transform_elem<Op>(elem_at<T, Op>(base, base2, t), lo + t));
   return acc;
 }
-template <class T, class Op>
+template <class T, class Op, int U = 4>
 __device__ __forceinline__ typename Op::acc_type group_share(const T* base, std::uint64_t len, unsigned lane,
                                                              unsigned G, const T* base2 = nullptr) {
-  return range_share<T, Op>(base, 0, len, lane, G, base2);
+  return range_share<T, Op, U>(base, 0, len, lane, G, base2);
 }
 // Row s of the second input of a binary op (null for unary ops).
 template <class T, class Op>
@@ -165,8 +178,9 @@ __device__ __forceinline__ void mark_long(std::int64_t* cover_a, std::int64_t* c
 // Short contiguous segments: a group of G lanes per segment; the loop is uniform across each
 // warp (every lane shuffles), lanes whose segment is past the end carry the identity. Ragged
 // segments longer than short_max go to the whole warp afterwards, one at a time; with offsets in
-// order, those longer than a chunk are only marked for the chunk kernel.
-template <class T, class Op, int BLOCK>
+// order, those longer than a chunk are only marked for the chunk kernel. U: loads in flight per
+// lane (4, or 8 for rows of at least eight vectors a lane; the same bits either way).
+template <class T, class Op, int BLOCK, int U = 4>
 __global__ void __launch_bounds__(BLOCK) seg_group_kernel(seg_args<T, Op> a) {
   kernel_entry();
   if (status_bad(a.d_status)) return;
@@ -183,7 +197,7 @@ __global__ void __launch_bounds__(BLOCK) seg_group_kernel(seg_args<T, Op> a) {
     if (valid) segment_range(a.p, s, off, len);
     const bool fits = len <= a.short_max;
     const T* base = a.d_in + off;
-    typename Op::acc_type acc = group_share<T, Op>(base, fits ? len : 0, lane, G, valid ? second_row(a, s) : nullptr);
+    typename Op::acc_type acc = group_share<T, Op, U>(base, fits ? len : 0, lane, G, valid ? second_row(a, s) : nullptr);
     for (unsigned offset = G / 2; offset > 0; offset >>= 1)
       acc = Op::combine(acc, shfl_down_group(acc, static_cast<int>(offset), static_cast<int>(G)));
     if (valid && fits && lane == 0) a.d_out[s] = core::finalize_with<Op>(acc, len, base);
@@ -206,17 +220,36 @@ __global__ void __launch_bounds__(BLOCK) seg_group_kernel(seg_args<T, Op> a) {
   }
 }
 
+// Any trivially copyable value of whole 32-bit words from lane `src` of the warp.
+template <class A>
+__device__ __forceinline__ A shfl_idx(A v, int src) {
+  static_assert(sizeof(A) % 4 == 0, "whole 32-bit words");
+  constexpr int W = sizeof(A) / 4;
+  std::uint32_t w[W];
+  __builtin_memcpy(w, &v, sizeof(A));
+#pragma unroll
+  for (int k = 0; k < W; ++k) w[k] = __shfl_sync(0xffffffffu, w[k], src);
+  A r;
+  __builtin_memcpy(&r, w, sizeof(A));
+  return r;
+}
+
 // Short rows of m = group whole 16-byte vectors (m a power of two, rows 16-byte aligned): lane l
 // of a warp reads vector l % m of row l / m of a step of 32 / m rows, so each warp load is 512
-// contiguous bytes when the rows are packed; four steps' loads are in flight per lane, then each
-// step's m lanes combine in a shuffle tree and the first writes the row's result.
-template <class T, class Op, int BLOCK>
+// contiguous bytes when the rows are packed; U steps' loads are in flight per lane (4 or 8), then
+// each step's m lanes combine in a shuffle tree. The warp's U * 32 / m results are then stored
+// by consecutive lanes (a 128-byte store of 32 four-byte results where the step's first lanes
+// would store 32 / m of them at a time); results of other sizes (argmin/argmax, stats: their
+// registers), and rows of one vector, are
+// stored by each step's first lanes.
+template <class T, class Op, int BLOCK, int U = 4>
 __global__ void __launch_bounds__(BLOCK) seg_rowtile_kernel(seg_args<T, Op> a) {
   kernel_entry();
+  static_assert(U == 4 || U == 8, "four or eight steps in flight");
   using V = vec16<T>;
   using Acc = typename Op::acc_type;
+  using Out = typename Op::out_type;
   constexpr int VN = V::size;
-  constexpr int U = 4;
   const unsigned m = static_cast<unsigned>(a.group);
   const unsigned lane32 = threadIdx.x & 31u, lv = lane32 & (m - 1);
   const std::uint64_t rows_per_step = 32 / m;
@@ -227,6 +260,8 @@ __global__ void __launch_bounds__(BLOCK) seg_rowtile_kernel(seg_args<T, Op> a) {
   // Binary ops (dot of matching rows): the same vector of the second matrix's row.
   constexpr bool B = core::binary_v<Op>;
   constexpr int UY = B ? U : 1;
+  constexpr bool kGather = sizeof(Out) % 4 == 0 && sizeof(Out) <= 8;
+  const bool gather = kGather && m > 1;  // one lane per row (m = 1) stores 32 adjacent results already
   const std::uint64_t ldv2 = a.p.outer_stride2 / VN;
   const V* vb2 = reinterpret_cast<const V*>(a.d_in2);
   for (std::uint64_t r0 = warp * rows_per_step * U; r0 < a.p.outer; r0 += warps * rows_per_step * U) {
@@ -240,6 +275,7 @@ __global__ void __launch_bounds__(BLOCK) seg_rowtile_kernel(seg_args<T, Op> a) {
         if constexpr (B) w[u] = core::load_vec<core::load_hint::ldg>(vb2 + r * ldv2 + lv);
       }
     }
+    [[maybe_unused]] Out res[kGather ? U : 1];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const std::uint64_t r = r0 + u * rows_per_step + lane32 / m;
@@ -250,7 +286,28 @@ __global__ void __launch_bounds__(BLOCK) seg_rowtile_kernel(seg_args<T, Op> a) {
       }
       for (unsigned offset = m / 2; offset > 0; offset >>= 1)
         acc = Op::combine(acc, shfl_down_group(acc, static_cast<int>(offset), static_cast<int>(m)));
-      if (lv == 0 && r < a.p.outer) a.d_out[r] = core::finalize_with<Op>(acc, a.p.length, a.d_in + r * a.p.outer_stride);
+      const std::uint64_t rr = r < a.p.outer ? r : 0;  // lanes past the end finalize row 0, unstored
+      const Out o = core::finalize_with<Op>(acc, a.p.length, a.d_in + rr * a.p.outer_stride);
+      if constexpr (kGather) res[u] = o;
+      if (!gather && lv == 0 && r < a.p.outer) a.d_out[r] = o;
+    }
+    if constexpr (kGather) {
+      if (!gather) continue;
+      // Result i of the warp's U * rows_per_step: step i / rows_per_step, in the first lane of
+      // its group; lane i % 32 of store round i / 32 stores it.
+      const unsigned rows_w = U * static_cast<unsigned>(rows_per_step);
+      for (unsigned q = 0; q * 32 < rows_w; ++q) {  // warp-uniform
+        const unsigned i = q * 32 + lane32;
+        const unsigned step = i / static_cast<unsigned>(rows_per_step);
+        const int src = static_cast<int>((i % rows_per_step) * m);
+        Out val = res[0];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const Out t = shfl_idx(res[u], src);
+          if (static_cast<unsigned>(u) == step) val = t;
+        }
+        if (i < rows_w && r0 + i < a.p.outer) a.d_out[r0 + i] = val;
+      }
     }
   }
 }

@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <type_traits>
 
@@ -80,16 +81,39 @@ void launch_thin(const plan& pl, const seg_args<T, Op>& a, const seg_ctx& c) {
   throw error("tally: internal error: thin columns plan with " + std::to_string(pl.group) + " vectors per thread");
 }
 
+// A grid-stride kernel's grid: the plan's, at most one wave of the blocks an SM really holds of
+// this kernel (its registers decide; asked once per device). The plan rule counts
+// max_threads_per_sm / block; a grid past the real wave would leave its last blocks to run all
+// their rounds behind the others.
+template <auto Kernel>
+unsigned resident_grid(unsigned want, int block, const seg_ctx& c) {
+  static std::atomic<int> per_sm[64];
+  const int per = core::cached_occupancy(per_sm, Kernel, core::shape{block, 1, 1, 1}, 0,
+                                         core::launch_ctx{c.dev, c.stream, c.ws});
+  const std::uint64_t wave = std::uint64_t(std::max(1, c.limits.sm_count)) * static_cast<std::uint64_t>(per);
+  return static_cast<unsigned>(std::min<std::uint64_t>(want, wave));
+}
+template <auto Kernel, class Args>
+void go_resident(const Args& a, unsigned blocks, int block, const seg_ctx& c, const char* what) {
+  go(Kernel, a, resident_grid<Kernel>(blocks, block, c), block, c, what);
+}
+
 // The plans of contiguous rows (unary or binary ops): row tiles, lane groups or split blocks.
 // False for any other plan.
 template <class T, class Op>
 bool launch_rows(const plan& pl, const seg_args<T, Op>& a, const seg_ctx& c) {
   switch (pl.how) {
     case strategy::rowtile:
-      go(seg_rowtile_kernel<T, Op, kGroupBlock>, a, pl.blocks, kGroupBlock, c, "launching the segmented row-tile kernel");
+      if (pl.unroll == 8)
+        go_resident<seg_rowtile_kernel<T, Op, kGroupBlock, 8>>(a, pl.blocks, kGroupBlock, c, "launching the segmented row-tile kernel");
+      else
+        go_resident<seg_rowtile_kernel<T, Op, kGroupBlock, 4>>(a, pl.blocks, kGroupBlock, c, "launching the segmented row-tile kernel");
       return true;
     case strategy::group:
-      go(seg_group_kernel<T, Op, kGroupBlock>, a, pl.blocks, kGroupBlock, c, "launching the segmented group kernel");
+      if (pl.unroll == 8)
+        go_resident<seg_group_kernel<T, Op, kGroupBlock, 8>>(a, pl.blocks, kGroupBlock, c, "launching the segmented group kernel");
+      else
+        go_resident<seg_group_kernel<T, Op, kGroupBlock, 4>>(a, pl.blocks, kGroupBlock, c, "launching the segmented group kernel");
       return true;
     case strategy::split:
       if (pl.split_block == kSplitBlockSmall)
@@ -114,7 +138,7 @@ void launch(const void* d_in, const problem& p, bool, void* d_out, const seg_ctx
     case strategy::ragged: {
       // Short and middle segments (long ones marked), then the chunks of long ones, then their
       // fix-up; the last two return at once where the offsets are not in order.
-      go(seg_group_kernel<T, Op, kGroupBlock>, a, pl.blocks, kGroupBlock, c, "launching the segmented group kernel");
+      go_resident<seg_group_kernel<T, Op, kGroupBlock, 4>>(a, pl.blocks, kGroupBlock, c, "launching the segmented group kernel");
       if (pl.chunks > 0x7fffffffull) throw error("tally: internal error: too many ragged chunks");
       go(seg_chunk_kernel<T, Op, kChunkBlock>, a, static_cast<unsigned>(pl.chunks), kChunkBlock, c, "launching the segmented chunk kernel");
       const std::uint64_t fix_blocks = (pl.chunks * 32 + kFixupBlock - 1) / kFixupBlock;

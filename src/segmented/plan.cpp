@@ -38,6 +38,8 @@ constexpr std::uint64_t kFewRowsBlockVectors = kBlockSegmentVectors / 8;
 // Rows of kEightPerLaneMin to twice that many vectors: lane groups of eight vectors a lane when
 // there are rows enough (see make_plan).
 constexpr std::uint64_t kEightPerLaneMin = 64;
+// Rows shorter than this many vectors get no split-block candidates in the sweep.
+constexpr std::uint64_t kSplitMinCandidateVectors = 32;
 // A block of the split kernel should keep at least this many rounds of its 4 loads per thread.
 constexpr std::uint64_t kMinRoundsPerBlock = 4;
 // Exact sums over at most this many segments, each at least this long, run as 1-D launches.
@@ -118,6 +120,17 @@ void fill_group(plan& r, std::uint64_t segments, std::uint64_t length, int g, st
   const std::uint64_t resident = sms * static_cast<std::uint64_t>(std::max(1, d.max_threads_per_sm / kGroupBlock));
   r.blocks = static_cast<unsigned>(std::min<std::uint64_t>(ceil_div(threads, kGroupBlock), resident));
   r.why = std::to_string(g) + " lane(s) per segment of " + std::to_string(length) + " elements";
+}
+// A row tile: a lane per vector of rows of nvec vectors (a power of two, at most 16).
+void fill_rowtile(plan& r, std::uint64_t segments, std::uint64_t length, std::uint64_t nvec, std::uint64_t sms,
+                  const device_limits& d) {
+  r.how = strategy::rowtile;
+  r.group = static_cast<int>(nvec);
+  const std::uint64_t threads = ceil_div(std::max<std::uint64_t>(1, segments), 4) * r.group;
+  const std::uint64_t resident = sms * static_cast<std::uint64_t>(std::max(1, d.max_threads_per_sm / kGroupBlock));
+  r.blocks = static_cast<unsigned>(std::min<std::uint64_t>(ceil_div(threads, kGroupBlock), resident));
+  r.why = std::to_string(r.group) + " lane(s) per row of " + std::to_string(length) +
+          " elements, one 16-byte vector each: 512 contiguous bytes per warp load";
 }
 // Blocks of `block` threads of the split kernel, `per` of them per segment.
 void fill_split(plan& r, std::uint64_t segments, std::uint64_t length, std::uint64_t per, int block, std::uint64_t sms,
@@ -269,13 +282,7 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
   const bool whole_vectors = p.aligned16 && length % vn == 0 && (p.outer_stride * elem_bytes) % 16 == 0 &&
                              (!p.binary() || (p.aligned16_2 && (p.outer_stride2 * elem_bytes) % 16 == 0));
   if (whole_vectors && nvec >= 1 && nvec <= kRowTileVectors && pow2_floor(nvec) == nvec) {
-    r.how = strategy::rowtile;
-    r.group = static_cast<int>(nvec);
-    const std::uint64_t threads = ceil_div(std::max<std::uint64_t>(1, segments), 4) * r.group;
-    const std::uint64_t resident = sms * (d.max_threads_per_sm / kGroupBlock);
-    r.blocks = static_cast<unsigned>(std::min<std::uint64_t>(ceil_div(threads, kGroupBlock), resident));
-    r.why = std::to_string(r.group) + " lane(s) per row of " + std::to_string(length) +
-            " elements, one 16-byte vector each: 512 contiguous bytes per warp load";
+    fill_rowtile(r, segments, length, nvec, sms, d);
     return r;
   }
   // The 256-thread split kernel runs four blocks per SM (its launch bounds; 62 registers a thread
@@ -319,15 +326,30 @@ std::vector<plan> row_candidates(const problem& p, int elem_bytes, int acc_bytes
   const std::uint64_t sms = static_cast<std::uint64_t>(std::max(1, d.sm_count));
   const std::uint64_t segments = p.outer;
   const std::uint64_t slots = d.partial_bytes / static_cast<std::uint64_t>(std::max(acc_bytes, 1));
-  // Lane groups of 4 to 32 lanes, each lane at least one round of 4 vectors.
+  // Row tiles (rows of 1-16 whole vectors, a power of two), four or eight steps in flight.
+  const bool whole_vectors = p.aligned16 && p.length % vn == 0 && (p.outer_stride * elem_bytes) % 16 == 0;
+  if (whole_vectors && p.length >= vn && nvec <= kRowTileVectors && pow2_floor(nvec) == nvec)
+    for (int u : {4, 8}) {
+      plan r;
+      fill_rowtile(r, segments, p.length, nvec, sms, d);
+      r.unroll = u;
+      out.push_back(r);
+    }
+  // Lane groups of 4 to 32 lanes, each lane at least one round of 4 vectors; with eight loads in
+  // flight where each lane has at least eight vectors.
   for (int g = 4; g <= 32; g *= 2) {
     if (static_cast<std::uint64_t>(g) * 4 > std::max<std::uint64_t>(4, nvec)) break;
     plan r;
     fill_group(r, segments, p.length, g, sms, d);
     out.push_back(r);
+    if (static_cast<std::uint64_t>(g) * 8 <= nvec) {
+      r.unroll = 8;
+      out.push_back(r);
+    }
   }
   // Split blocks of 256 and of 512 threads: one per segment, and 2 to 16 where each block still
   // has a vector per thread, within the workspace's partials and per-segment counters.
+  if (nvec < kSplitMinCandidateVectors) return out;  // a block per row of a few vectors: never close
   for (int block : {kSplitBlockSmall, kSplitBlock})
     for (std::uint64_t per = 1; per <= 16; per *= 2) {
       if (per > 1 && (per * static_cast<std::uint64_t>(block) > nvec || segments > d.max_tiles || segments * per > slots))

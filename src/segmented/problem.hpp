@@ -76,6 +76,7 @@ struct plan {
   unsigned blocks = 0;   // grid of the main launch
   unsigned per_seg = 1;  // split / columns: blocks sharing one segment or tile
   int split_block = kSplitBlock;  // split: threads per block (kSplitBlock or kSplitBlockSmall)
+  int unroll = 4;        // group / rowtile: loads (row steps) in flight per lane, 4 or 8 (same bits)
   int col_vecs = 1;      // columns: vectors (of 16 bytes, or single elements) across a tile
   bool vec = true;       // columns / thin: 16-byte loads
   std::uint64_t short_max = ~std::uint64_t(0);  // group / ragged: longest segment for `group` lanes
@@ -134,8 +135,10 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
 // per thread; column tiles of 8-256 vectors with 1 block per tile or about 1/4 to 4 waves), all
 // within the workspace: what `tally bench segmented --sweep` times against the rule's pick.
 std::vector<plan> column_candidates(const problem& p, int elem_bytes, int acc_bytes, const device_limits& d);
-// Every plan contiguous rows could run with (lane groups of 4-32 lanes, split blocks 1-16 per
-// row, within the workspace): what `tally bench segmented --sweep` times against the rule's pick.
+// Every plan contiguous rows could run with (row tiles with 4 or 8 steps in flight where rows are
+// 1-16 whole vectors; lane groups of 4-32 lanes, with 4 loads in flight and 8 where each lane
+// has eight vectors; split blocks 1-16 per row of 32 vectors or more, within the workspace):
+// what `tally bench segmented --sweep` times against the rule's pick.
 std::vector<plan> row_candidates(const problem& p, int elem_bytes, int acc_bytes, const device_limits& d);
 
 }  // namespace tally::seg
