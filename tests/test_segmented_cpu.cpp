@@ -53,11 +53,21 @@ TEST(SegmentedPlanCpu, StrategyFollowsTheShape) {
   // block each while fewer than one wave of 256-thread blocks (132 SMs x 4); of 4096 and 8192: a
   // 256-thread block each, at any count; of 16384 and longer: 512-thread blocks. f64 rows of 2048
   // are 1024 vectors, as f32 rows of 4096.
-  EXPECT_EQ(seg::make_plan(rows(1u << 20, 256), 4, 4, false, h100()).group, 8);   // rows enough: 8 vectors a lane
-  EXPECT_EQ(seg::make_plan(rows(1u << 16, 256), 4, 4, false, h100()).group, 8);
-  EXPECT_EQ(seg::make_plan(rows(1u << 12, 256), 4, 4, false, h100()).group, 16);  // 2^12 x 8 lanes < 132 x 2048
-  EXPECT_EQ(seg::make_plan(rows(1u << 20, 512), 4, 4, false, h100()).group, 32);  // 128 vectors: unchanged
+  for (std::uint64_t r : {1u << 20, 1u << 16, 1u << 12}) {
+    pl = seg::make_plan(rows(r, 256), 4, 4, false, h100());
+    EXPECT_EQ(pl.group, 16) << r;
+    EXPECT_EQ(pl.unroll, 4) << r;
+  }
+  EXPECT_EQ(seg::make_plan(rows(1u << 20, 512), 4, 4, false, h100()).group, 32);
   EXPECT_EQ(seg::make_plan(rows(1u << 20, 128), 4, 4, false, h100()).group, 8);
+  // Row tiles: eight steps in flight from 16 rounds of four per warp of the GPU (132 x 64 warps;
+  // rows of 16 f32: 32 rows a round), for sums (4-byte accumulators), not for argmax or dot.
+  EXPECT_EQ(seg::make_plan(rows(1u << 24, 16), 4, 4, false, h100()).unroll, 8);
+  EXPECT_EQ(seg::make_plan(rows(16u * 32 * 132 * 64, 16), 4, 4, false, h100()).unroll, 8);
+  EXPECT_EQ(seg::make_plan(rows(16u * 32 * 132 * 64 - 1, 16), 4, 4, false, h100()).unroll, 4);
+  EXPECT_EQ(seg::make_plan(rows(1u << 20, 16), 4, 4, false, h100()).unroll, 4);
+  EXPECT_EQ(seg::make_plan(rows(1u << 22, 64), 4, 4, false, h100()).unroll, 8);
+  EXPECT_EQ(seg::make_plan(rows(1u << 24, 16), 4, 16, false, h100()).unroll, 4);
   EXPECT_EQ(seg::make_plan(rows(1u << 8, 1024), 4, 4, false, h100()).how, seg::strategy::group);
   pl = seg::make_plan(rows(1u << 17, 2048), 4, 4, false, h100());
   EXPECT_EQ(pl.how, seg::strategy::group);

@@ -534,12 +534,14 @@ __device__ __forceinline__ void columns_tile(const seg_args<T, Op>& a, std::uint
     }
   }
   if (a.per_seg == 1) return;
-  // The block's partials (written by up to CV threads) are ordered before thread 0's release by
-  // the barrier, and published by one device-scope fence and the counter's acq_rel increment (a
-  // fence per writing thread and result cost microseconds of latency at small sizes).
+  // The block's partials (written by up to CV threads) precede thread 0's increment in causality
+  // order (the barrier synchronizes the block), and the increment's release at device scope
+  // publishes them to the last block, whose acquiring increment and barrier order its reads after
+  // them (PTX memory model; the pattern of CUTLASS's semaphores). A fence per writing thread and
+  // result cost microseconds of latency at small sizes; a device-scope fence.sc before the
+  // increment cost about ... (H100, 2^20 elements, see docs/tuning.md).
   __syncthreads();
   if (threadIdx.x == 0) {
-    __threadfence();
     const unsigned old = core::atomic_inc_acq_rel(a.d_counters + tile, a.per_seg - 1);
     last = old == a.per_seg - 1;
   }

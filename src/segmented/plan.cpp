@@ -35,9 +35,13 @@ std::uint64_t pow2_ceil(std::uint64_t x) {
 constexpr std::uint64_t kBlockSegmentVectors = 32 * 4 * 32;
 constexpr std::uint64_t kSmallBlockVectors = kBlockSegmentVectors / 4;
 constexpr std::uint64_t kFewRowsBlockVectors = kBlockSegmentVectors / 8;
-// Rows of kEightPerLaneMin to twice that many vectors: lane groups of eight vectors a lane when
-// there are rows enough (see make_plan).
-constexpr std::uint64_t kEightPerLaneMin = 64;
+// Row tiles take eight steps in flight (plan.unroll) where each resident warp of the rule's count
+// has at least this many rounds of four steps: H100 sweep, 2026-11-26 14:0x UTC (graph us, four /
+// eight steps): 2^24 rows of 16 f32 394.6 / 387.1, 2^22 rows of 64 383.5 / 377.1 (99 and 25
+// rounds); 2^20 rows of 16 26.36 / 27.45, 2^18 rows of 64 25.78 / 27.28 (6 and 2 rounds). Ops with
+// larger accumulators and dot keep four (their registers).
+constexpr std::uint64_t kRowTileEightRounds = 16;
+constexpr int kRowTileEightMaxAcc = 8;
 // Rows shorter than this many vectors get no split-block candidates in the sweep.
 constexpr std::uint64_t kSplitMinCandidateVectors = 32;
 // A block of the split kernel should keep at least this many rounds of its 4 loads per thread.
@@ -283,20 +287,23 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
                              (!p.binary() || (p.aligned16_2 && (p.outer_stride2 * elem_bytes) % 16 == 0));
   if (whole_vectors && nvec >= 1 && nvec <= kRowTileVectors && pow2_floor(nvec) == nvec) {
     fill_rowtile(r, segments, length, nvec, sms, d);
+    const std::uint64_t warps = sms * static_cast<std::uint64_t>(std::max(1, d.max_threads_per_sm / 32));
+    const std::uint64_t rows_per_round = 4 * (32 / nvec);
+    if (!p.binary() && acc_bytes <= kRowTileEightMaxAcc && segments >= kRowTileEightRounds * rows_per_round * warps) {
+      r.unroll = 8;
+      r.why += ", eight rows' loads in flight per lane";
+    }
     return r;
   }
   // The 256-thread split kernel runs four blocks per SM (its launch bounds; 62 registers a thread
   // for the f32 sum, ptxas for sm_90): the rows that one wave of them holds.
   const std::uint64_t resident_small = sms * static_cast<std::uint64_t>(kSplitThreadsPerSm / kSplitBlockSmall);
   if (nvec < kSmallBlockVectors && !(nvec >= kFewRowsBlockVectors && segments < resident_small)) {
-    // Short and middle segments: about four vectors per lane, at most a warp per segment; rows
-    // of 64-127 vectors (256 f32) eight per lane where those narrower groups still give every
-    // resident thread of the GPU its own (H100 sweep, 2026-11-26: 2^20 rows of 256 f32 376.3
-    // against 386.6 us with 16 lanes, 2^16 rows 25.12 against 25.21; 2^12 rows, a fraction of
-    // the GPU's threads, 2.26 against 2.11).
-    std::uint64_t g = std::min<std::uint64_t>(32, pow2_floor(std::max<std::uint64_t>(1, nvec / 4)));
-    const std::uint64_t resident_threads = sms * static_cast<std::uint64_t>(std::max(1, d.max_threads_per_sm));
-    if (nvec >= kEightPerLaneMin && nvec < 2 * kEightPerLaneMin && segments * (g / 2) >= resident_threads) g /= 2;
+    // Short and middle segments: about four vectors per lane, at most a warp per segment. (With
+    // the group kernel's grid at one real wave, H100 sweep 2026-11-26 14:0x UTC, rows of 256 f32
+    // take 16 lanes at every count: 2^20 rows 358.5 us against 365.2 with 8, 2^16 rows 24.58
+    // against 25.16; eight loads in flight per lane were slower at 2^24 and 2^28 elements.)
+    const std::uint64_t g = std::min<std::uint64_t>(32, pow2_floor(std::max<std::uint64_t>(1, nvec / 4)));
     fill_group(r, segments, length, static_cast<int>(g), sms, d);
     return r;
   }
