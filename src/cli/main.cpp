@@ -339,7 +339,7 @@ int main(int argc, char** argv) {
       "segmented", "rows, columns and ragged segments (f32 sum) vs CUB DeviceSegmentedReduce; totals 2^20, 2^24, 2^28");
   add_output_options(segb, seg_out);
   segb->add_flag("--quick", seg_quick, "fewer repetitions");
-  segb->add_flag("--sweep", seg_sweep, "also time every candidate plan of the column shapes and of rows of 128-32768 elements against the rule's pick");
+  segb->add_flag("--sweep", seg_sweep, "also time every candidate plan of the column shapes and of rows of 16-32768 elements against the rule's pick");
   segb->add_flag("--sweep-only", seg_sweep_only, "that sweep alone (no rows, columns, ragged or dot tables)");
   segb->add_option("--totals", seg_totals, "log2 of the total elements, e.g. 20,24,28")->delimiter(',');
 
