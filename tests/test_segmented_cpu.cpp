@@ -53,11 +53,31 @@ TEST(SegmentedPlanCpu, StrategyFollowsTheShape) {
   // block each while fewer than one wave of 256-thread blocks (132 SMs x 4); of 4096 and 8192: a
   // 256-thread block each, at any count; of 16384 and longer: 512-thread blocks. f64 rows of 2048
   // are 1024 vectors, as f32 rows of 4096.
-  for (std::uint64_t r : {1u << 20, 1u << 16, 1u << 12}) {
+  for (std::uint64_t r : {1u << 20, 1u << 16}) {
     pl = seg::make_plan(rows(r, 256), 4, 4, false, h100());
     EXPECT_EQ(pl.group, 16) << r;
     EXPECT_EQ(pl.unroll, 4) << r;
   }
+  // Few rows (their 4-vector lane groups under half of 132 x 2048 threads): eight vectors a lane,
+  // eight loads in flight; rows of 16 vectors: lane groups of four, not row tiles.
+  pl = seg::make_plan(rows(1u << 12, 256), 4, 4, false, h100());
+  EXPECT_EQ(pl.how, seg::strategy::group);
+  EXPECT_EQ(pl.group, 8);
+  EXPECT_EQ(pl.unroll, 8);
+  pl = seg::make_plan(rows(1u << 10, 1024), 4, 4, false, h100());
+  EXPECT_EQ(pl.group, 32);
+  EXPECT_EQ(pl.unroll, 8);
+  pl = seg::make_plan(rows(1u << 13, 128), 4, 4, false, h100());
+  EXPECT_EQ(pl.group, 4);
+  EXPECT_EQ(pl.unroll, 8);
+  EXPECT_EQ(seg::make_plan(rows(1u << 17, 128), 4, 4, false, h100()).unroll, 4);  // 2^17 x 8 x 2 > 132 x 2048
+  EXPECT_EQ(seg::make_plan(rows(1u << 13, 2048), 4, 4, false, h100()).unroll, 4);  // 2^13 x 32 x 2 > 132 x 2048
+  pl = seg::make_plan(rows(1u << 14, 64), 4, 4, false, h100());
+  EXPECT_EQ(pl.how, seg::strategy::group);
+  EXPECT_EQ(pl.group, 4);
+  EXPECT_EQ(pl.unroll, 4);
+  EXPECT_EQ(seg::make_plan(rows(1u << 18, 64), 4, 4, false, h100()).how, seg::strategy::rowtile);
+  EXPECT_EQ(seg::make_plan(rows(1u << 12, 16), 4, 4, false, h100()).how, seg::strategy::rowtile);
   EXPECT_EQ(seg::make_plan(rows(1u << 20, 512), 4, 4, false, h100()).group, 32);
   EXPECT_EQ(seg::make_plan(rows(1u << 20, 128), 4, 4, false, h100()).group, 8);
   // Row tiles: eight steps in flight from 16 rounds of four per warp of the GPU (132 x 64 warps;

@@ -41,6 +41,9 @@ constexpr std::uint64_t kFewRowsBlockVectors = kBlockSegmentVectors / 8;
 // rounds); 2^20 rows of 16 26.36 / 27.45, 2^18 rows of 64 25.78 / 27.28 (6 and 2 rounds). Ops with
 // larger accumulators and dot keep four (their registers).
 constexpr std::uint64_t kRowTileEightRounds = 16;
+// Few rows (see make_plan) of at least this many vectors take lane groups rather than row tiles;
+// of twice as many, eight vectors a lane with all their loads in flight.
+constexpr std::uint64_t kFewRowsGroupVectors = 16;
 constexpr int kRowTileEightMaxAcc = 8;
 // Rows shorter than this many vectors get no split-block candidates in the sweep.
 constexpr std::uint64_t kSplitMinCandidateVectors = 32;
@@ -282,10 +285,17 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
             ", longer ones in chunks of " + std::to_string(r.chunk) + " elements, a block each";
     return r;
   }
-  // Short rows of whole aligned vectors: a row tile.
+  // Rows whose lane groups of four vectors a lane would hold less than half the GPU's threads:
+  // latency, not bandwidth, decides (the input mostly sits in L2), so each lane issues all its
+  // loads at once.
+  const std::uint64_t resident_threads = sms * static_cast<std::uint64_t>(std::max(1, d.max_threads_per_sm));
+  const std::uint64_t g4 = std::min<std::uint64_t>(32, pow2_floor(std::max<std::uint64_t>(1, nvec / 4)));
+  const bool few_rows = 2 * segments * g4 < resident_threads;
+  // Short rows of whole aligned vectors: a row tile (but few rows of 16 vectors: lane groups).
   const bool whole_vectors = p.aligned16 && length % vn == 0 && (p.outer_stride * elem_bytes) % 16 == 0 &&
                              (!p.binary() || (p.aligned16_2 && (p.outer_stride2 * elem_bytes) % 16 == 0));
-  if (whole_vectors && nvec >= 1 && nvec <= kRowTileVectors && pow2_floor(nvec) == nvec) {
+  if (whole_vectors && nvec >= 1 && nvec <= kRowTileVectors && pow2_floor(nvec) == nvec &&
+      !(few_rows && nvec >= kFewRowsGroupVectors)) {
     fill_rowtile(r, segments, length, nvec, sms, d);
     const std::uint64_t warps = sms * static_cast<std::uint64_t>(std::max(1, d.max_threads_per_sm / 32));
     const std::uint64_t rows_per_round = 4 * (32 / nvec);
@@ -303,8 +313,17 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
     // the group kernel's grid at one real wave, H100 sweep 2026-11-26 14:0x UTC, rows of 256 f32
     // take 16 lanes at every count: 2^20 rows 358.5 us against 365.2 with 8, 2^16 rows 24.58
     // against 25.16; eight loads in flight per lane were slower at 2^24 and 2^28 elements.)
-    const std::uint64_t g = std::min<std::uint64_t>(32, pow2_floor(std::max<std::uint64_t>(1, nvec / 4)));
-    fill_group(r, segments, length, static_cast<int>(g), sms, d);
+    // Few rows of 32 vectors or more: eight vectors a lane, all eight loads in flight (same
+    // sweep, 2^20 elements, graph us against four a lane: 2^13 rows of 128 f32 2.06 / 2.09, 2^12
+    // of 256 2.03 / 2.12, 2^11 of 512 2.08 / 2.16, 2^10 of 1024 2.12 / 2.28; 2^14 rows of 64, four
+    // lanes, 2.07 against row tiles' 2.35).
+    if (few_rows && nvec >= 2 * kFewRowsGroupVectors) {
+      fill_group(r, segments, length, static_cast<int>(std::min<std::uint64_t>(32, pow2_floor(nvec / 8))), sms, d);
+      r.unroll = 8;
+      r.why += ", eight loads in flight per lane (few rows)";
+      return r;
+    }
+    fill_group(r, segments, length, static_cast<int>(g4), sms, d);
     return r;
   }
   if (nvec < kBlockSegmentVectors) {
