@@ -315,24 +315,19 @@ TEST(SegmentedPlanCpu, RowCandidatesAreTheRowPlansWithinTheWorkspace) {
   for (const seg::plan& p : c)
     found = found || (p.how == rule.how && p.per_seg == rule.per_seg && p.split_block == rule.split_block);
   EXPECT_TRUE(found);
-  // Rows of 64 elements (16 vectors): row tiles with four and eight steps in flight and four with
-  // the next round prefetched, groups of 4
+  // Rows of 64 elements (16 vectors): row tiles with four and eight steps in flight, groups of 4
   // (four vectors a lane: no eight-load form), no split blocks (rows under 32 vectors); rows of
-  // 16 elements: the three row tiles alone; rows of 4096 are no row tile. No candidates for
+  // 16 elements: the two row tiles alone; rows of 4096 are no row tile. No candidates for
   // columns, ragged or dot.
   const auto c64 = seg::row_candidates(rows(1u << 10, 64), 4, 4, h100());
-  ASSERT_EQ(c64.size(), 4u);
+  ASSERT_EQ(c64.size(), 3u);
   EXPECT_EQ(c64[0].how, seg::strategy::rowtile);
   EXPECT_EQ(c64[0].unroll, 4);
-  EXPECT_FALSE(c64[0].prefetch);
   EXPECT_EQ(c64[1].how, seg::strategy::rowtile);
   EXPECT_EQ(c64[1].unroll, 8);
-  EXPECT_EQ(c64[2].how, seg::strategy::rowtile);
-  EXPECT_EQ(c64[2].unroll, 4);
-  EXPECT_TRUE(c64[2].prefetch);
-  EXPECT_EQ(c64[3].how, seg::strategy::group);
-  EXPECT_EQ(c64[3].group, 4);
-  EXPECT_EQ(seg::row_candidates(rows(1u << 10, 16), 4, 4, h100()).size(), 3u);
+  EXPECT_EQ(c64[2].how, seg::strategy::group);
+  EXPECT_EQ(c64[2].group, 4);
+  EXPECT_EQ(seg::row_candidates(rows(1u << 10, 16), 4, 4, h100()).size(), 2u);
   for (const seg::plan& p : c) EXPECT_NE(p.how, seg::strategy::rowtile);
   // The workspace's limits: 4096 rows are more than its 2048 per-segment counters (one block
   // each); 2^20 rows of 2^14 f32 at 4 bytes a partial fill its 4 MiB with one block each.

@@ -546,11 +546,11 @@ TEST(SegmentedGpu, EveryRowCandidateIsRight) {
         }
         const seg::plan ran = seg::last_plan();
         EXPECT_TRUE(ran.how == c.how && ran.per_seg == c.per_seg && ran.split_block == c.split_block &&
-                    ran.unroll == c.unroll && ran.prefetch == c.prefetch);
+                    ran.unroll == c.unroll);
         const std::string what = "rows " + std::to_string(rows) + "x" + std::to_string(cols) + " ld " + std::to_string(ld) +
                                  " forced " + seg::to_string(c.how) + " g" + std::to_string(c.group) + " b" +
                                  std::to_string(c.split_block) + " x" + std::to_string(c.per_seg) + " u" +
-                                 std::to_string(c.unroll) + (c.prefetch ? " pf" : "");
+                                 std::to_string(c.unroll);
         check_results(what.c_str(), x, ranges, o, out);
       }
     }

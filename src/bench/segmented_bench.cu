@@ -85,8 +85,7 @@ std::string plan_cell(const seg::plan& pl) {
          (pl.per_seg > 1 ? " x" + std::to_string(pl.per_seg) : "") +
          ((pl.how == seg::strategy::group || pl.how == seg::strategy::rowtile) && pl.unroll != 4
               ? " u" + std::to_string(pl.unroll)
-              : "") +
-         (pl.how == seg::strategy::rowtile && pl.prefetch ? " pf" : "");
+              : "");
 }
 
 // The plan rule's inputs for this GPU, as the library reads them, with the columns kernel's
@@ -230,7 +229,7 @@ report run_segmented_bench(const segmented_bench_options& opt) {
       const auto tm = time_interleaved(calls, stream, 1, sweep_timing);
       auto same_as_rule = [&](const seg::plan& c) {
         return c.how == rule.how && c.col_vecs == rule.col_vecs && c.per_seg == rule.per_seg &&
-               c.split_block == rule.split_block && c.unroll == rule.unroll && c.prefetch == rule.prefetch &&
+               c.split_block == rule.split_block && c.unroll == rule.unroll &&
                (c.how != seg::strategy::thin && c.how != seg::strategy::group ? true : c.group == rule.group);
       };
       auto row_of = [&](const seg::plan& c, double us, bool is_rule) {

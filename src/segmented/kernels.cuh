@@ -241,9 +241,8 @@ __device__ __forceinline__ A shfl_idx(A v, int src) {
 // by consecutive lanes (a 128-byte store of 32 four-byte results where the step's first lanes
 // would store 32 / m of them at a time); results of other sizes (argmin/argmax, stats: their
 // registers), and rows of one vector, are
-// stored by each step's first lanes. PF (prefetch): the next round's loads are issued before
-// this round's results are combined, so a lane always has loads in flight.
-template <class T, class Op, int BLOCK, int U = 4, bool PF = false>
+// stored by each step's first lanes.
+template <class T, class Op, int BLOCK, int U = 4>
 __global__ void __launch_bounds__(BLOCK) seg_rowtile_kernel(seg_args<T, Op> a) {
   kernel_entry();
   static_assert(U == 4 || U == 8, "four or eight steps in flight");
@@ -265,8 +264,9 @@ __global__ void __launch_bounds__(BLOCK) seg_rowtile_kernel(seg_args<T, Op> a) {
   const bool gather = kGather && m > 1;  // one lane per row (m = 1) stores 32 adjacent results already
   const std::uint64_t ldv2 = a.p.outer_stride2 / VN;
   const V* vb2 = reinterpret_cast<const V*>(a.d_in2);
-  const std::uint64_t stride = warps * rows_per_step * U;
-  auto load_round = [&](std::uint64_t r0, V (&v)[U], V (&w)[UY]) {
+  for (std::uint64_t r0 = warp * rows_per_step * U; r0 < a.p.outer; r0 += warps * rows_per_step * U) {
+    V v[U];
+    [[maybe_unused]] V w[UY];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const std::uint64_t r = r0 + u * rows_per_step + lane32 / m;
@@ -275,32 +275,14 @@ __global__ void __launch_bounds__(BLOCK) seg_rowtile_kernel(seg_args<T, Op> a) {
         if constexpr (B) w[u] = core::load_vec<core::load_hint::ldg>(vb2 + r * ldv2 + lv);
       }
     }
-  };
-  V v[U];
-  [[maybe_unused]] V w[UY];
-  std::uint64_t r0 = warp * rows_per_step * U;
-  if constexpr (PF)
-    if (r0 < a.p.outer) load_round(r0, v, w);
-  for (; r0 < a.p.outer; r0 += stride) {
-    V cv[U];
-    [[maybe_unused]] V cw[UY];
-    if constexpr (PF) {
-#pragma unroll
-      for (int u = 0; u < U; ++u) cv[u] = v[u];
-#pragma unroll
-      for (int u = 0; u < UY; ++u) cw[u] = w[u];
-      if (r0 + stride < a.p.outer) load_round(r0 + stride, v, w);
-    } else {
-      load_round(r0, cv, cw);
-    }
     [[maybe_unused]] Out res[kGather ? U : 1];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const std::uint64_t r = r0 + u * rows_per_step + lane32 / m;
       Acc acc = Op::identity();
       if (r < a.p.outer) {
-        if constexpr (B) acc = core::fold_vec2<Op>(acc, cv[u], cw[u], std::uint64_t(lv) * VN);
-        else acc = core::fold_vec<Op>(acc, cv[u], std::uint64_t(lv) * VN);
+        if constexpr (B) acc = core::fold_vec2<Op>(acc, v[u], w[u], std::uint64_t(lv) * VN);
+        else acc = core::fold_vec<Op>(acc, v[u], std::uint64_t(lv) * VN);
       }
       for (unsigned offset = m / 2; offset > 0; offset >>= 1)
         acc = Op::combine(acc, shfl_down_group(acc, static_cast<int>(offset), static_cast<int>(m)));

@@ -106,8 +106,6 @@ bool launch_rows(const plan& pl, const seg_args<T, Op>& a, const seg_ctx& c) {
     case strategy::rowtile:
       if (pl.unroll == 8)
         go_resident<seg_rowtile_kernel<T, Op, kGroupBlock, 8>>(a, pl.blocks, kGroupBlock, c, "launching the segmented row-tile kernel");
-      else if (pl.prefetch)
-        go_resident<seg_rowtile_kernel<T, Op, kGroupBlock, 4, true>>(a, pl.blocks, kGroupBlock, c, "launching the segmented row-tile kernel");
       else
         go_resident<seg_rowtile_kernel<T, Op, kGroupBlock, 4>>(a, pl.blocks, kGroupBlock, c, "launching the segmented row-tile kernel");
       return true;

@@ -355,11 +355,10 @@ std::vector<plan> row_candidates(const problem& p, int elem_bytes, int acc_bytes
   // Row tiles (rows of 1-16 whole vectors, a power of two), four or eight steps in flight.
   const bool whole_vectors = p.aligned16 && p.length % vn == 0 && (p.outer_stride * elem_bytes) % 16 == 0;
   if (whole_vectors && p.length >= vn && nvec <= kRowTileVectors && pow2_floor(nvec) == nvec)
-    for (int u : {4, 8, 0}) {  // 0: four steps with the next round prefetched
+    for (int u : {4, 8}) {
       plan r;
       fill_rowtile(r, segments, p.length, nvec, sms, d);
-      r.unroll = u == 0 ? 4 : u;
-      r.prefetch = u == 0;
+      r.unroll = u;
       out.push_back(r);
     }
   // Lane groups of 4 to 32 lanes, each lane at least one round of 4 vectors; with eight loads in

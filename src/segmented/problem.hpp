@@ -77,7 +77,6 @@ struct plan {
   unsigned per_seg = 1;  // split / columns: blocks sharing one segment or tile
   int split_block = kSplitBlock;  // split: threads per block (kSplitBlock or kSplitBlockSmall)
   int unroll = 4;        // group / rowtile: loads (row steps) in flight per lane, 4 or 8 (same bits)
-  bool prefetch = false; // rowtile (4 steps): the next round's loads issued before this round's combine
   int col_vecs = 1;      // columns: vectors (of 16 bytes, or single elements) across a tile
   bool vec = true;       // columns / thin: 16-byte loads
   std::uint64_t short_max = ~std::uint64_t(0);  // group / ragged: longest segment for `group` lanes
