@@ -522,7 +522,8 @@ TEST(SegmentedGpu, EveryRowCandidateIsRight) {
   // Row tiles (1, 2, 4 and 16 vectors a row, a last warp short of rows, a row stride past the
   // row), lane groups with four and eight loads in flight, split blocks.
   const std::uint64_t shapes[][3] = {{24, 4096, 4096}, {7, 16384, 16387}, {40, 2048, 2048}, {300, 256, 257},
-                                     {1001, 16, 20},   {333, 64, 64},     {77, 4, 4},        {555, 8, 8}};
+                                     {1001, 16, 20},   {333, 64, 64},     {77, 4, 4},        {555, 8, 8},
+                                     {999, 32, 32}};
   for (const auto& sh : shapes) {
     const std::uint64_t rows = sh[0], cols = sh[1], ld = sh[2];
     const auto x = small_ints<float>(rows * ld, test_seed() + cols);
@@ -545,8 +546,8 @@ TEST(SegmentedGpu, EveryRowCandidateIsRight) {
           reduce_rows(d.get(), rows, cols, ld, dtype::f32, o, out.get());
         }
         const seg::plan ran = seg::last_plan();
-        EXPECT_TRUE(ran.how == c.how && ran.per_seg == c.per_seg && ran.split_block == c.split_block &&
-                    ran.unroll == c.unroll);
+        EXPECT_TRUE(ran.how == c.how && ran.group == c.group && ran.per_seg == c.per_seg &&
+                    ran.split_block == c.split_block && ran.unroll == c.unroll);
         const std::string what = "rows " + std::to_string(rows) + "x" + std::to_string(cols) + " ld " + std::to_string(ld) +
                                  " forced " + seg::to_string(c.how) + " g" + std::to_string(c.group) + " b" +
                                  std::to_string(c.split_block) + " x" + std::to_string(c.per_seg) + " u" +
@@ -555,6 +556,59 @@ TEST(SegmentedGpu, EveryRowCandidateIsRight) {
       }
     }
   }
+}
+
+// Four or eight loads (row steps) in flight per lane change the speed, never the bits: every
+// lane group and row tile forced with each, on random floats (whose sums depend on the order),
+// f32 and f64, sum and mean (the 8-byte results take the row tiles' gathered store too).
+template <class T>
+void loads_in_flight_same_bits() {
+  const seg::device_limits lim = this_gpu_limits();
+  constexpr int eb = sizeof(T);
+  const std::uint64_t shapes[][2] = {{1001, 64 / eb * 4}, {700, 128 / eb * 4}, {300, 256 / eb * 4}, {2049, 16 / eb * 4},
+                                     {555, 8 / eb * 4},   {999, 32 / eb * 4}};
+  for (const auto& sh : shapes) {
+    const std::uint64_t rows = sh[0], cols = sh[1];
+    const auto x = random_vector<T>(rows * cols, test_seed() + cols, -1, 1);
+    device_buffer d(x.size() * eb);
+    d.upload(x.data(), x.size() * eb);
+    seg::problem p;
+    p.outer = rows, p.length = cols, p.inner = 1, p.outer_stride = cols;
+    p.aligned16 = reinterpret_cast<std::uintptr_t>(d.get()) % 16 == 0;
+    for (op o : {op::sum, op::mean}) {
+      const auto cands = seg::row_candidates(p, eb, eb, lim);
+      int pairs = 0;
+      for (std::size_t i = 0; i < cands.size(); ++i)
+        for (std::size_t j = 0; j < cands.size(); ++j) {
+          const seg::plan &a = cands[i], &b = cands[j];
+          if (a.unroll != 4 || b.unroll != 8 || a.how != b.how || a.group != b.group) continue;
+          std::vector<unsigned char> ha(rows * 16), hb(rows * 16);
+          device_buffer oa(rows * 16), ob(rows * 16);
+          {
+            const forced_plan f(a);
+            reduce_rows(d.get(), rows, cols, cols, dtype_of<T>(), o, oa.get());
+          }
+          {
+            const forced_plan f(b);
+            reduce_rows(d.get(), rows, cols, cols, dtype_of<T>(), o, ob.get());
+          }
+          const std::size_t bytes = rows * dtype_size(result_dtype(dtype_of<T>(), o));
+          oa.download(ha.data(), bytes);
+          ob.download(hb.data(), bytes);
+          EXPECT_EQ(std::memcmp(ha.data(), hb.data(), bytes), 0)
+              << "rows " << rows << " x " << cols << " " << to_string(dtype_of<T>()) << " " << to_string(o) << " "
+              << seg::to_string(a.how) << " g" << a.group << ": four and eight in flight differ (seed " << test_seed()
+              << ")";
+          ++pairs;
+        }
+      EXPECT_GT(pairs, 0) << "rows " << rows << " x " << cols;
+    }
+  }
+}
+TEST(SegmentedGpu, LoadsInFlightChangeNoBits) {
+  TALLY_REQUIRE_GPU();
+  loads_in_flight_same_bits<float>();
+  loads_in_flight_same_bits<double>();
 }
 
 TEST(SegmentedGpu, DeterministicAndGraphCapturable) {

@@ -98,8 +98,8 @@ __device__ __forceinline__ A shfl_down_group(A v, int offset, int width) {
 }
 
 // One lane's share of elements [lo, hi) of a contiguous segment starting at seg, read by G lanes
-// (lane < G): the scalar head up to 16-byte alignment, whole vectors (lane, lane + G, ...; four
-// loads in flight), the scalar tail. Element indices are relative to the segment's start.
+// (lane < G): the scalar head up to 16-byte alignment, whole vectors (lane, lane + G, ...; U = 4
+// or 8 loads in flight), the scalar tail. Element indices are relative to the segment's start.
 // Binary ops (dot) read element j of both segments: seg2 starts the second one; its vectors are
 // 16-byte loads where it shares the first one's alignment, element loads otherwise.
 template <class T, class Op>
@@ -179,7 +179,8 @@ __device__ __forceinline__ void mark_long(std::int64_t* cover_a, std::int64_t* c
 // warp (every lane shuffles), lanes whose segment is past the end carry the identity. Ragged
 // segments longer than short_max go to the whole warp afterwards, one at a time; with offsets in
 // order, those longer than a chunk are only marked for the chunk kernel. U: loads in flight per
-// lane (4, or 8 for rows of at least eight vectors a lane; the same bits either way).
+// lane (4; 8 where the rule gives few rows eight vectors a lane; ragged segments always 4; the
+// same bits either way).
 template <class T, class Op, int BLOCK, int U = 4>
 __global__ void __launch_bounds__(BLOCK) seg_group_kernel(seg_args<T, Op> a) {
   kernel_entry();

@@ -39,7 +39,9 @@ constexpr std::uint64_t kFewRowsBlockVectors = kBlockSegmentVectors / 8;
 // has at least this many rounds of four steps: H100 sweep, 2026-11-26 14:0x UTC (graph us, four /
 // eight steps): 2^24 rows of 16 f32 394.6 / 387.1, 2^22 rows of 64 383.5 / 377.1 (99 and 25
 // rounds); 2^20 rows of 16 26.36 / 27.45, 2^18 rows of 64 25.78 / 27.28 (6 and 2 rounds). Ops with
-// larger accumulators and dot keep four (their registers).
+// larger accumulators and dot keep four (their registers). The rounds are counted on the rule's
+// warps (max_threads_per_sm / 32 per SM); the eight-step kernel holds 32 (f32 sum: 64 registers,
+// four blocks), so each of its warps runs about twice the counted rounds.
 constexpr std::uint64_t kRowTileEightRounds = 16;
 // Few rows (see make_plan) of at least this many vectors take lane groups rather than row tiles;
 // of twice as many, eight vectors a lane with all their loads in flight.

@@ -40,8 +40,8 @@ struct problem {
 // How a problem runs (one launch each; exact adds one launch per segment for few long ones).
 //   rowtile:  inner == 1, short rows of `group` (1..32) whole 16-byte vectors, rows 16-byte
 //             aligned: lane l of a warp reads vector l % group of row l / group, so each load
-//             instruction of the warp reads 512 contiguous bytes; four rows' loads in flight per
-//             lane and a shuffle tree inside the group.
+//             instruction of the warp reads 512 contiguous bytes; four (or, `unroll`, eight)
+//             rows' loads in flight per lane and a shuffle tree inside the group.
 //   group:    inner == 1, short and middle segments: `group` lanes (1..32) of a warp per
 //             segment, 16-byte loads, a shuffle tree inside the group.
 //   split:    inner == 1, long segments: `per_seg` blocks per segment (1: a block per
@@ -73,7 +73,8 @@ inline constexpr int kSplitThreadsPerSm = 1024;  // the split kernel's launch bo
 struct plan {
   strategy how = strategy::group;
   int group = 32;
-  unsigned blocks = 0;   // grid of the main launch
+  unsigned blocks = 0;   // grid of the main launch (group / rowtile: at most one wave of the
+                         // kernel's real occupancy, which the launcher applies: resident_grid)
   unsigned per_seg = 1;  // split / columns: blocks sharing one segment or tile
   int split_block = kSplitBlock;  // split: threads per block (kSplitBlock or kSplitBlockSmall)
   int unroll = 4;        // group / rowtile: loads (row steps) in flight per lane, 4 or 8 (same bits)
