@@ -287,8 +287,11 @@ __global__ void __launch_bounds__(BLOCK) seg_rowtile_kernel(seg_args<T, Op> a) {
       }
       for (unsigned offset = m / 2; offset > 0; offset >>= 1)
         acc = Op::combine(acc, shfl_down_group(acc, static_cast<int>(offset), static_cast<int>(m)));
-      const std::uint64_t rr = r < a.p.outer ? r : 0;  // lanes past the end finalize row 0, unstored
-      const Out o = core::finalize_with<Op>(acc, a.p.length, a.d_in + rr * a.p.outer_stride);
+      // Only each group's first lane holds its row's result (the gather reads those lanes alone);
+      // lanes past the end finalize row 0, never stored.
+      const std::uint64_t rr = r < a.p.outer ? r : 0;
+      Out o{};
+      if (lv == 0) o = core::finalize_with<Op>(acc, a.p.length, a.d_in + rr * a.p.outer_stride);
       if constexpr (kGather) res[u] = o;
       if (!gather && lv == 0 && r < a.p.outer) a.d_out[r] = o;
     }
