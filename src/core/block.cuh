@@ -8,18 +8,33 @@
 
 namespace tally::core {
 
-// Shuffle any trivially copyable accumulator by 32-bit words.
-template <class A>
-__device__ __forceinline__ A shfl_down(A v, int offset) {
-  static_assert(sizeof(A) % 4 == 0, "accumulators are whole 32-bit words");
+// A 32-bit warp shuffle applied to every word of a trivially copyable value (accumulators,
+// results): the one place that splits a value into words for the shuffles below.
+template <class A, class Shfl>
+__device__ __forceinline__ A shfl_words(A v, Shfl shfl) {
+  static_assert(sizeof(A) % 4 == 0, "whole 32-bit words");
   constexpr int W = sizeof(A) / 4;
   std::uint32_t w[W];
   __builtin_memcpy(w, &v, sizeof(A));
 #pragma unroll
-  for (int k = 0; k < W; ++k) w[k] = __shfl_down_sync(0xffffffffu, w[k], offset);
+  for (int k = 0; k < W; ++k) w[k] = shfl(w[k]);
   A r;
   __builtin_memcpy(&r, w, sizeof(A));
   return r;
+}
+// Down the whole warp, down within groups of `width` lanes (a power of two dividing 32), and
+// from lane `src`.
+template <class A>
+__device__ __forceinline__ A shfl_down(A v, int offset) {
+  return shfl_words(v, [offset](std::uint32_t x) { return __shfl_down_sync(0xffffffffu, x, offset); });
+}
+template <class A>
+__device__ __forceinline__ A shfl_down_group(A v, int offset, int width) {
+  return shfl_words(v, [offset, width](std::uint32_t x) { return __shfl_down_sync(0xffffffffu, x, offset, width); });
+}
+template <class A>
+__device__ __forceinline__ A shfl_idx(A v, int src) {
+  return shfl_words(v, [src](std::uint32_t x) { return __shfl_sync(0xffffffffu, x, src); });
 }
 
 // Ops whose combine is a max of unsigned words may say `warp_redux = true` and give their own

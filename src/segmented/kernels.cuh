@@ -83,19 +83,8 @@ __device__ __forceinline__ bool status_bad(const unsigned long long* d_status) {
   return d_status != nullptr && *d_status != kStatusOk;
 }
 
-// Shuffle down within groups of `width` lanes (a power of two dividing 32).
-template <class A>
-__device__ __forceinline__ A shfl_down_group(A v, int offset, int width) {
-  static_assert(sizeof(A) % 4 == 0, "accumulators are whole 32-bit words");
-  constexpr int W = sizeof(A) / 4;
-  std::uint32_t w[W];
-  __builtin_memcpy(w, &v, sizeof(A));
-#pragma unroll
-  for (int k = 0; k < W; ++k) w[k] = __shfl_down_sync(0xffffffffu, w[k], offset, width);
-  A r;
-  __builtin_memcpy(&r, w, sizeof(A));
-  return r;
-}
+using core::shfl_down_group;  // core/block.cuh: the word-wise warp shuffles
+using core::shfl_idx;
 
 // One lane's share of elements [lo, hi) of a contiguous segment starting at seg, read by G lanes
 // (lane < G): the scalar head up to 16-byte alignment, whole vectors (lane, lane + G, ...; U = 4
@@ -219,20 +208,6 @@ __global__ void __launch_bounds__(BLOCK) seg_group_kernel(seg_args<T, Op> a) {
       if (lane32 == 0) a.d_out[ls] = core::finalize_with<Op>(r, llen, lbase);
     }
   }
-}
-
-// Any trivially copyable value of whole 32-bit words from lane `src` of the warp.
-template <class A>
-__device__ __forceinline__ A shfl_idx(A v, int src) {
-  static_assert(sizeof(A) % 4 == 0, "whole 32-bit words");
-  constexpr int W = sizeof(A) / 4;
-  std::uint32_t w[W];
-  __builtin_memcpy(w, &v, sizeof(A));
-#pragma unroll
-  for (int k = 0; k < W; ++k) w[k] = __shfl_sync(0xffffffffu, w[k], src);
-  A r;
-  __builtin_memcpy(&r, w, sizeof(A));
-  return r;
 }
 
 // Short rows of m = group whole 16-byte vectors (m a power of two, rows 16-byte aligned): lane l
