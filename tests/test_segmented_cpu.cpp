@@ -184,12 +184,44 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
   EXPECT_EQ(pl.short_max, 1u * 4 * 4 * 8);
   EXPECT_EQ(pl.chunk * 4, 64u << 10);
   EXPECT_EQ(pl.chunks, (1u << 28) / pl.chunk);
+  EXPECT_EQ(pl.tiles, 0u);  // lane groups (tiles: a sweep candidate)
+  EXPECT_EQ(seg::scratch_bytes(ragged(1u << 22, 1u << 28), pl, 4, 4), pl.chunks * seg::ragged_chunk_bytes(4));
+  EXPECT_EQ(pl.unroll, 4);
+  // Segments whose groups would hold under half the GPU's threads (132 x 2048 / 2 on the H100):
+  // wider groups up to that half, eight loads in flight (four for large accumulators).
+  pl = seg::make_plan(ragged(1u << 14, 1u << 20), 4, 4, false, h100());
+  EXPECT_EQ(pl.group, 8);  // 2^14 x 8 = 131072 <= 135168 < 2^14 x 16
+  EXPECT_EQ(pl.unroll, 8);
+  EXPECT_EQ(seg::make_plan(ragged(1u << 14, 1u << 20), 4, 16, false, h100()).unroll, 4);
+  pl = seg::make_plan(ragged(1u << 18, 1u << 24), 4, 4, false, h100());
+  EXPECT_EQ(pl.group, 1);
+  EXPECT_EQ(pl.unroll, 4);
   pl = seg::make_plan(ragged(256, 1u << 20), 4, 4, false, h100());
   EXPECT_EQ(pl.group, 32);
+  EXPECT_EQ(pl.unroll, 8);
   EXPECT_EQ(pl.chunk * 4, 16u << 10);  // small inputs: the smallest chunk, many blocks
   EXPECT_LE(pl.short_max, pl.chunk);
-  // Past what the workspace holds per chunk, the chunk grows.
+  // The sweep's ragged candidates: every lane group with four and eight in flight at the rule's
+  // chunk, the rule's group with other chunks; each within the workspace, short_max <= chunk.
+  // Tiles at the rule's chunk and at 4, 8, 32 and 64 KiB (16 KiB tiles, a block each, their
+  // entries in the workspace beside the chunks'), the lane groups, the rule's with those chunks.
+  const auto rc = seg::ragged_candidates(ragged(256, 1u << 20), 4, 4, h100());
+  EXPECT_EQ(rc.size(), 5u + 12u + 4u);
+  for (std::size_t i = 0; i < rc.size(); ++i) {
+    EXPECT_EQ(rc[i].tiles, i < 5 ? (1u << 20) / seg::tile_elems(4) : 0u) << i;
+    EXPECT_EQ(seg::scratch_bytes(ragged(256, 1u << 20), rc[i], 4, 4),
+              (rc[i].chunks + rc[i].tiles) * seg::ragged_chunk_bytes(4));
+  }
+  for (const auto& c : rc) {
+    EXPECT_EQ(c.how, seg::strategy::ragged);
+    EXPECT_LE(c.short_max, c.chunk);
+    EXPECT_EQ(c.chunks, ((1u << 20) + c.chunk - 1) / c.chunk);
+    EXPECT_LE(c.chunks * seg::ragged_chunk_bytes(4), 4u << 20);
+  }
+  EXPECT_TRUE(seg::ragged_candidates(columns(64, 64), 4, 4, h100()).empty());
+  // Past what the workspace holds per chunk, the chunk grows (and there are no tiles).
   pl = seg::make_plan(ragged(1000, std::uint64_t(1) << 40), 4, 16, false, h100());
+  EXPECT_EQ(pl.tiles, 0u);
   EXPECT_LE(pl.chunks * seg::ragged_chunk_bytes(16), 4u << 20);
   EXPECT_GE(pl.chunk * pl.chunks, std::uint64_t(1) << 40);
   for (std::uint64_t inner : {16u, 256u, 4096u, 65536u}) {

@@ -103,6 +103,15 @@ std::vector<T> small_ints(std::uint64_t n, std::uint64_t seed) {
   }
 }
 
+// The elements of each segment [b[s], e[s]): the reference's ranges.
+std::vector<std::vector<std::uint64_t>> segment_ranges(const std::vector<std::int64_t>& b,
+                                                       const std::vector<std::int64_t>& e) {
+  std::vector<std::vector<std::uint64_t>> ranges(b.size());
+  for (std::size_t s = 0; s < b.size(); ++s)
+    for (std::int64_t k = b[s]; k < e[s]; ++k) ranges[s].push_back(static_cast<std::uint64_t>(k));
+  return ranges;
+}
+
 template <class T>
 std::vector<op> ops_for() {
   std::vector<op> ops{op::sum, op::min, op::max, op::argmin, op::argmax, op::mean};
@@ -609,6 +618,158 @@ TEST(SegmentedGpu, LoadsInFlightChangeNoBits) {
   TALLY_REQUIRE_GPU();
   loads_in_flight_same_bits<float>();
   loads_in_flight_same_bits<double>();
+}
+
+// Every ragged plan the sweep times (lane groups of 1-32 lanes, four and eight loads in flight,
+// chunks of a quarter to four times the rule's) on heavy-tailed in-order segments with empty ones
+// and gaps: small integers (sum, argmax with ties) against the reference, and on random floats
+// four and eight loads in flight give the same bits.
+TEST(SegmentedGpu, EveryRaggedCandidateIsRight) {
+  TALLY_REQUIRE_GPU();
+  const seg::device_limits lim = this_gpu_limits();
+  for (std::uint64_t segments : {std::uint64_t(37), std::uint64_t(2000)}) {
+    std::mt19937_64 rng(test_seed() + segments);
+    std::vector<std::int64_t> b, e;
+    std::int64_t at = 0;
+    for (std::uint64_t s = 0; s < segments; ++s) {
+      const double u = std::uniform_real_distribution<double>(1e-4, 1.0)(rng);
+      std::int64_t len = static_cast<std::int64_t>(8.0 * std::pow(u, -1.0 / 1.2));  // Pareto, up to ~17000
+      if (s % 5 == 0) len = 0;
+      if (s % 13 == 4) at += 3;  // a gap
+      b.push_back(at), e.push_back(at + len);
+      at += len;
+    }
+    const std::uint64_t n = static_cast<std::uint64_t>(at);
+    const auto xi = small_ints<float>(n, test_seed() + segments * 3);
+    const auto xf = random_vector<float>(n, test_seed() + segments * 5, -1, 1);
+    device_buffer di(n * 4), df(n * 4), db(segments * 8), de(segments * 8);
+    di.upload(xi.data(), n * 4), df.upload(xf.data(), n * 4);
+    db.upload(b.data(), segments * 8), de.upload(e.data(), segments * 8);
+    const auto* pb = static_cast<const std::int64_t*>(db.get());
+    const auto* pe = static_cast<const std::int64_t*>(de.get());
+    const auto ranges = segment_ranges(b, e);
+    seg::problem p;
+    p.outer = segments, p.n = n, p.d_begin = pb, p.d_end = pe;
+    for (op o : {op::sum, op::argmax}) {
+      const auto cands = seg::ragged_candidates(p, 4, o == op::sum ? 4 : 16, lim);
+      ASSERT_GE(cands.size(), 13u);
+      EXPECT_GT(cands[0].tiles, 0u);
+      for (const seg::plan& c : cands) {
+        device_buffer out(segments * 16);
+        {
+          const forced_plan f(c);
+          reduce_segments(di.get(), n, pb, pe, segments, dtype::f32, o, out.get());
+        }
+        const seg::plan ran = seg::last_plan();
+        EXPECT_TRUE(ran.how == seg::strategy::ragged && ran.group == c.group && ran.chunk == c.chunk &&
+                    ran.unroll == c.unroll);
+        const std::string what = "ragged " + std::to_string(segments) + " forced g" + std::to_string(c.group) +
+                                 " chunk " + std::to_string(c.chunk) + " u" + std::to_string(c.unroll);
+        check_results(what.c_str(), xi, ranges, o, out);
+      }
+    }
+    const auto cands = seg::ragged_candidates(p, 4, 4, lim);
+    for (const seg::plan& a : cands)
+      for (const seg::plan& c : cands) {
+        if (a.tiles != 0 || c.tiles != 0 || a.unroll != 4 || c.unroll != 8 || a.group != c.group || a.chunk != c.chunk)
+          continue;
+        std::vector<float> ha(segments), hc(segments);
+        device_buffer oa(segments * 4), oc(segments * 4);
+        {
+          const forced_plan f(a);
+          reduce_segments(df.get(), n, pb, pe, segments, dtype::f32, op::sum, oa.get());
+        }
+        {
+          const forced_plan f(c);
+          reduce_segments(df.get(), n, pb, pe, segments, dtype::f32, op::sum, oc.get());
+        }
+        oa.download(ha.data(), segments * 4), oc.download(hc.data(), segments * 4);
+        EXPECT_EQ(std::memcmp(ha.data(), hc.data(), segments * 4), 0)
+            << "ragged " << segments << " g" << a.group << ": four and eight in flight differ (seed " << test_seed() << ")";
+      }
+  }
+}
+
+// The ragged tile kernel's edges (offsets in order; the rule's plan, then each tile candidate of
+// the sweep forced): segments ending and beginning on tile boundaries, empty ones there, at 0 and at
+// n, a tile of thousands of tiny segments (several windows of the block), gaps longer than many
+// tiles (their tiles keep stale partition entries from the call before), long segments between
+// short ones, n not a multiple of the tile, an input one element past 16-byte alignment. Every op
+// of the suite against the reference.
+template <class T>
+void ragged_tiles_case(const char* what, const std::vector<std::int64_t>& b, const std::vector<std::int64_t>& e,
+                       std::uint64_t n, std::uint64_t shift) {
+  const std::uint64_t segments = b.size();
+  const auto x = small_ints<T>(n + shift + 1, test_seed() + n + segments);
+  device_buffer d((n + shift + 1) * sizeof(T)), db(segments * 8 + 8), de(segments * 8 + 8);
+  d.upload(x.data(), x.size() * sizeof(T));
+  db.upload(b.data(), segments * 8), de.upload(e.data(), segments * 8);
+  const std::vector<T> xs(x.begin() + static_cast<std::ptrdiff_t>(shift), x.end());
+  const void* in = static_cast<const T*>(d.get()) + shift;
+  const auto* pb = static_cast<const std::int64_t*>(db.get());
+  const auto* pe = static_cast<const std::int64_t*>(de.get());
+  const auto ranges = segment_ranges(b, e);
+  seg::problem p;
+  p.outer = segments, p.n = n, p.d_begin = pb, p.d_end = pe;
+  p.aligned16 = reinterpret_cast<std::uintptr_t>(in) % 16 == 0;
+  for (op o : ops_for<T>()) {
+    device_buffer out(segments * 16 + 16);
+    reduce_segments(in, n, pb, pe, segments, dtype_of<T>(), o, out.get());
+    check_results((std::string(what) + " (" + seg::last_plan().why + ")").c_str(), xs, ranges, o, out);
+    const int acc = o == op::argmin || o == op::argmax ? 16 : 8;
+    for (const seg::plan& c : seg::ragged_candidates(p, sizeof(T), acc, this_gpu_limits())) {
+      if (c.tiles == 0) continue;
+      {
+        const forced_plan f(c);
+        reduce_segments(in, n, pb, pe, segments, dtype_of<T>(), o, out.get());
+      }
+      check_results((std::string(what) + " forced tiles, chunk " + std::to_string(c.chunk)).c_str(), xs, ranges, o, out);
+    }
+  }
+}
+
+template <class T>
+void ragged_tiles_edges() {
+  const std::int64_t W = seg::kTileElems<T>;
+  std::vector<std::int64_t> b, e;
+  auto add = [&](std::int64_t lo, std::int64_t hi) { b.push_back(lo), e.push_back(hi); };
+  // Boundaries: empty at 0, a segment of exactly a tile, empties on the boundary, one across it,
+  // one ending on the next boundary, a short one to n = 5 tiles - 3, empties at n.
+  add(0, 0), add(0, W), add(W, W), add(W, W), add(W, W + 7), add(W + 7, 2 * W - 1), add(2 * W - 1, 2 * W + 1);
+  add(2 * W + 1, 3 * W), add(3 * W, 3 * W + W / 2), add(3 * W + W / 2, 5 * W - 3), add(5 * W - 3, 5 * W - 3);
+  ragged_tiles_case<T>("tile boundaries", b, e, 5 * W - 3, 0);
+  ragged_tiles_case<T>("tile boundaries, input not 16-byte aligned", b, e, 5 * W - 3, 1);
+  // Thousands of tiny segments in one tile (lengths 0-3), then a gap of 40 tiles, a long segment
+  // (60 tiles, past any chunk) and short ones after it; n a whole number of tiles.
+  b.clear(), e.clear();
+  std::mt19937_64 rng(test_seed() + 17);
+  std::int64_t at = 5;
+  while (at < W - 8) {
+    const std::int64_t len = static_cast<std::int64_t>(rng() % 4);
+    add(at, at + len);
+    at += len;
+  }
+  at = 45 * W + 11;
+  add(at, at + 3), add(at + 3, at + 3 + 60 * W), at += 3 + 60 * W;
+  for (int k = 0; k < 50; ++k) {
+    const std::int64_t len = static_cast<std::int64_t>(rng() % (W / 2));
+    add(at, at + len);
+    at += len;
+  }
+  const std::uint64_t n = static_cast<std::uint64_t>((at / W + 1) * W);
+  add(static_cast<std::int64_t>(n), static_cast<std::int64_t>(n));
+  ragged_tiles_case<T>("tiny segments, long gap, long segment", b, e, n, 0);
+  // The same input with other offsets: tiles that were inside the gap now hold segments.
+  for (std::size_t s = 0; s + 1 < b.size(); ++s) b[s] /= 2, e[s] = std::max(b[s], e[s] / 2);
+  for (std::size_t s = 1; s < b.size(); ++s) b[s] = std::max(b[s], e[s - 1]), e[s] = std::max(e[s], b[s]);
+  ragged_tiles_case<T>("the same, offsets halved (stale partition entries)", b, e, n, 0);
+}
+
+TEST(SegmentedGpu, RaggedTilesEdges) {
+  TALLY_REQUIRE_GPU();
+  ragged_tiles_edges<float>();
+  ragged_tiles_edges<double>();
+  ragged_tiles_edges<std::uint8_t>();
 }
 
 TEST(SegmentedGpu, DeterministicAndGraphCapturable) {

@@ -76,14 +76,19 @@ std::string compare_first(const std::vector<call_fn>& calls, cudaStream_t stream
 
 // A plan in a table cell: the strategy, the lane group, the blocks per segment.
 // Column tiles add their width in vectors (c32), thin plans their vectors per thread (m4), row
-// tiles and lane groups with eight loads in flight u8.
+// tiles and lane groups with eight loads in flight u8; ragged plans their lanes per segment (g)
+// or the tile kernel (tiles), and the chunk in KiB of f32 (k).
 std::string plan_cell(const seg::plan& pl) {
   return std::string(seg::to_string(pl.how)) + (pl.how == seg::strategy::group ? " g" + std::to_string(pl.group) : "") +
          (pl.how == seg::strategy::columns ? " c" + std::to_string(pl.col_vecs) : "") +
          (pl.how == seg::strategy::thin ? " m" + std::to_string(pl.group) : "") +
          (pl.how == seg::strategy::split && pl.split_block != seg::kSplitBlock ? " b" + std::to_string(pl.split_block) : "") +
          (pl.per_seg > 1 ? " x" + std::to_string(pl.per_seg) : "") +
-         ((pl.how == seg::strategy::group || pl.how == seg::strategy::rowtile) && pl.unroll != 4
+         (pl.how == seg::strategy::ragged
+              ? (pl.tiles > 0 ? std::string(" tiles") : " g" + std::to_string(pl.group)) + " k" + std::to_string(pl.chunk * 4 / 1024)
+              : "") +
+         ((pl.how == seg::strategy::group || pl.how == seg::strategy::rowtile || pl.how == seg::strategy::ragged) &&
+                  pl.unroll != 4
               ? " u" + std::to_string(pl.unroll)
               : "");
 }
@@ -230,7 +235,10 @@ report run_segmented_bench(const segmented_bench_options& opt) {
       auto same_as_rule = [&](const seg::plan& c) {
         return c.how == rule.how && c.col_vecs == rule.col_vecs && c.per_seg == rule.per_seg &&
                c.split_block == rule.split_block && c.unroll == rule.unroll &&
-               (c.how != seg::strategy::thin && c.how != seg::strategy::group ? true : c.group == rule.group);
+               c.chunk == rule.chunk && c.tiles == rule.tiles &&
+               (c.how != seg::strategy::thin && c.how != seg::strategy::group && c.how != seg::strategy::ragged
+                    ? true
+                    : c.group == rule.group);
       };
       auto row_of = [&](const seg::plan& c, double us, bool is_rule) {
         json r;
@@ -264,11 +272,18 @@ report run_segmented_bench(const segmented_bench_options& opt) {
     table sr;
     sr.title = "rows, f32 sum: every candidate plan vs the rule's pick (" + dev.name + ")";
     sr.columns = sweep_columns;
+    table sg;
+    sg.title = "ragged segments (Pareto lengths, a fifth empty; shape: segments x mean length), f32 sum: every "
+               "candidate plan vs the rule's pick (" + dev.name + ")";
+    sg.columns = sweep_columns;
+    auto form_on = [&](const char* f) {
+      return opt.sweep_forms.empty() || std::find(opt.sweep_forms.begin(), opt.sweep_forms.end(), f) != opt.sweep_forms.end();
+    };
     const std::uint64_t row_lengths[] = {16, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768};
     for (int lt : totals) {
       const std::uint64_t total = std::uint64_t(1) << lt;
       for (std::uint64_t cols : cols_list) {
-        if (cols > total || cols < 16) continue;
+        if (cols > total || cols < 16 || !form_on("columns")) continue;
         const std::uint64_t rows = total / cols;
         seg::problem p;
         p.outer = 1, p.length = rows, p.inner = cols, p.length_stride = cols, p.aligned16 = true;
@@ -280,7 +295,7 @@ report run_segmented_bench(const segmented_bench_options& opt) {
             [&](const seg::plan& rule) { return seg::column_candidates(p, 4, 4, sweep_limits(rule)); });
       }
       for (std::uint64_t cols : row_lengths) {
-        if (cols > total) continue;
+        if (cols > total || !form_on("rows")) continue;
         const std::uint64_t rows = total / cols;
         seg::problem p;
         p.outer = rows, p.length = cols, p.inner = 1, p.outer_stride = cols, p.aligned16 = true;
@@ -291,9 +306,25 @@ report run_segmented_bench(const segmented_bench_options& opt) {
             },
             [&](const seg::plan& rule) { return seg::row_candidates(p, 4, 4, sweep_limits(rule)); });
       }
+      // The ragged table's shapes: a mean of 4096 and of 64 elements.
+      for (std::uint64_t segments : {total / 4096, total / 64}) {
+        if (segments == 0 || !form_on("ragged")) continue;
+        const auto h = ragged_offsets(total, segments, 11 + lt);
+        check(cudaMemcpy(offs.p, h.data(), h.size() * 8, cudaMemcpyHostToDevice), "offsets");
+        const auto* b = offs.as<std::int64_t>();
+        seg::problem p;
+        p.outer = segments, p.n = total, p.d_begin = b, p.d_end = b + 1, p.aligned16 = true;
+        sweep_shape(
+            sg, "ragged", total, segments, total / segments,
+            [&](cudaStream_t s) {
+              reduce_segments(x.p, total, b, b + 1, segments, dtype::f32, op::sum, out.p, reinterpret_cast<stream_t>(s));
+            },
+            [&](const seg::plan& rule) { return seg::ragged_candidates(p, 4, 4, sweep_limits(rule)); });
+      }
     }
-    rep.tables.push_back(std::move(sw));
-    rep.tables.push_back(std::move(sr));
+    if (!sw.rows.empty()) rep.tables.push_back(std::move(sw));
+    if (!sr.rows.empty()) rep.tables.push_back(std::move(sr));
+    if (!sg.rows.empty()) rep.tables.push_back(std::move(sg));
   }
 
   // Ragged: heavy-tailed segment lengths, empty ones included, against CUB on the same offsets.

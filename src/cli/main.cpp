@@ -335,12 +335,16 @@ int main(int argc, char** argv) {
   output_files seg_out;
   bool seg_quick = false, seg_sweep = false, seg_sweep_only = false;
   std::vector<int> seg_totals;
+  std::vector<std::string> seg_forms;
   auto* segb = bench->add_subcommand(
       "segmented", "rows, columns and ragged segments (f32 sum) vs CUB DeviceSegmentedReduce; totals 2^20, 2^24, 2^28");
   add_output_options(segb, seg_out);
   segb->add_flag("--quick", seg_quick, "fewer repetitions");
-  segb->add_flag("--sweep", seg_sweep, "also time every candidate plan of the column shapes and of rows of 16-32768 elements against the rule's pick");
+  segb->add_flag("--sweep", seg_sweep, "also time every candidate plan of the column shapes, of rows of 16-32768 elements and of the ragged shapes against the rule's pick");
   segb->add_flag("--sweep-only", seg_sweep_only, "that sweep alone (no rows, columns, ragged or dot tables)");
+  segb->add_option("--sweep-forms", seg_forms, "the sweep's forms, e.g. ragged or rows,columns (default: all)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"columns", "rows", "ragged"}));
   segb->add_option("--totals", seg_totals, "log2 of the total elements, e.g. 20,24,28")->delimiter(',');
 
   output_files host_out;
@@ -528,6 +532,7 @@ int main(int argc, char** argv) {
       o.quick = seg_quick;
       o.sweep = seg_sweep;
       o.sweep_only = seg_sweep_only;
+      o.sweep_forms = seg_forms;
       return bench_run("segmented", o, tally::bench::run_segmented_bench, seg_out);
     }
     if (hostb->parsed()) {

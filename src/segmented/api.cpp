@@ -50,12 +50,13 @@ void run(const char* fn, dtype t, kind k, const void* d_in, seg::problem p, void
   const bool exact = k == kind::sum_exact || k == kind::mean_exact || k == kind::dot_exact;
   // Every workspace, captured or not, has the same segmented buffers, so a shape gets the same
   // plan, and the same bits, in and out of a graph.
-  seg::seg_ctx c{&dev, s, &ws, nullptr, seg::limits_for(dev)};
-  if (p.ragged()) {
-    seg::validate_offsets(p, ws.d_seg_status, s);
-    c.d_status = ws.d_seg_status;
+  // Ragged offsets are checked by the launcher, ahead of its kernels (tile plans have the check
+  // find each tile's first segment too); with no results, here.
+  seg::seg_ctx c{&dev, s, &ws, p.ragged() ? ws.d_seg_status : nullptr, seg::limits_for(dev)};
+  if (p.results() == 0) {
+    if (p.ragged()) seg::validate_offsets(p, ws.d_seg_status, s);
+    return;
   }
-  if (p.results() == 0) return;
   launch(d_in, p, exact, d_out, c);
 }
 

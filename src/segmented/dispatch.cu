@@ -9,28 +9,48 @@
 
 namespace tally::seg {
 
+// Tiles k of the partition with k * tile in (bp, b] (bp < 0: from tile 0) get s: the `near` first
+// ones (a segment beginning at bp of at most a chunk reaches no further) and the one holding b.
+__device__ void write_partition(const tile_partition& t, std::int64_t bp, std::int64_t b, std::uint64_t s) {
+  const std::int64_t tile = static_cast<std::int64_t>(t.tile), tiles = static_cast<std::int64_t>(t.tiles);
+  const std::int64_t k_lo = bp < 0 ? 0 : bp / tile + 1;
+  std::int64_t k_hi = b / tile;
+  if (k_hi > tiles - 1) k_hi = tiles - 1;
+  const std::int64_t k_near = k_lo + static_cast<std::int64_t>(t.near) - 1 < k_hi ? k_lo + static_cast<std::int64_t>(t.near) - 1 : k_hi;
+  for (std::int64_t k = k_lo; k <= k_near; ++k) t.d_first[k] = static_cast<std::int64_t>(s);
+  if (k_hi > k_near && k_hi >= k_lo) t.d_first[k_hi] = static_cast<std::int64_t>(s);
+}
+
 __global__ void seg_validate_kernel(const std::int64_t* d_begin, const std::int64_t* d_end, std::uint64_t segments,
-                                    std::uint64_t n, unsigned long long* d_status) {
+                                    std::uint64_t n, unsigned long long* d_status, tile_partition part) {
   core::pdl_wait();
   core::pdl_launch_dependents();
   const std::uint64_t stride = std::uint64_t(gridDim.x) * blockDim.x;
+  const std::int64_t nn = static_cast<std::int64_t>(n);
+  auto clamp = [nn](std::int64_t v) { return v < 0 ? std::int64_t(0) : v > nn ? nn : v; };
   bool sorted = true;
   for (std::uint64_t s = std::uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; s < segments; s += stride) {
     const std::int64_t b = d_begin[s], e = d_end[s];
     if (b < 0 || b > e || static_cast<std::uint64_t>(e) > n) atomicMin(d_status, static_cast<unsigned long long>(s));
     if (s + 1 < segments && e > d_begin[s + 1]) sorted = false;
+    if (part.d_first != nullptr) {
+      // Offsets out of order or bad leave entries that nothing reads (the tile kernel runs only
+      // on offsets in order); clamped, every write stays inside the partition.
+      write_partition(part, s == 0 ? -1 : clamp(d_begin[s - 1]), clamp(b), s);
+      if (s + 1 == segments) write_partition(part, clamp(b), nn + static_cast<std::int64_t>(part.tile), segments);
+    }
   }
   // Word 1: whether the segments are in order and apart (end[s] <= begin[s + 1]); overlapping or
   // unordered segments are valid too, and run without the chunked path for long ones.
   if (__syncthreads_or(!sorted) && threadIdx.x == 0) d_status[1] = 0;
 }
 
-void validate_offsets(const problem& p, unsigned long long* d_status, cudaStream_t stream) {
+void validate_offsets(const problem& p, unsigned long long* d_status, cudaStream_t stream, const tile_partition& part) {
   core::check_cuda(cudaMemsetAsync(d_status, 0xff, 2 * sizeof(unsigned long long), stream),
                    "cudaMemsetAsync(segment check words)");
   if (p.outer == 0) return;
   const unsigned blocks = static_cast<unsigned>(std::min<std::uint64_t>((p.outer + 255) / 256, 1024));
-  seg_validate_kernel<<<blocks, 256, 0, stream>>>(p.d_begin, p.d_end, p.outer, p.n, d_status);
+  seg_validate_kernel<<<blocks, 256, 0, stream>>>(p.d_begin, p.d_end, p.outer, p.n, d_status, part);
   core::check_cuda(cudaGetLastError(), "launching the segment offset check");
 }
 

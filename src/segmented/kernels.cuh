@@ -41,6 +41,7 @@ struct seg_args {
   const unsigned long long* d_status;        // ragged: {kStatusOk or the first bad segment, kSorted or 0}
   std::uint64_t short_max;                   // group: longest segment for the group's lanes
   std::uint64_t chunk, chunks;               // ragged: chunk length (elements) and count
+  std::uint64_t tiles;                       // ragged: tiles of the tile kernel (0: lane groups)
 };
 
 // Ragged: the second status word says whether the segments are in order (end[s] <= begin[s+1]);
@@ -49,19 +50,30 @@ inline constexpr unsigned long long kSorted = ~0ull;
 
 // The ragged plan's workspace (in the segmented partials buffer): per chunk, the segment covering
 // its first element that began before it (A), the long segment that begins in it (B), and the
-// partials of both. Entries are only trusted once checked against the offsets, so stale ones
-// from earlier calls are harmless: at most one segment in order can cover a given element.
+// partials of both; per tile (tile plans), the first segment beginning in it or later (written by
+// the offset check), the segment begun in it that runs past its end (or -1) and the partials of
+// the segment entering it and of that one. Entries are only trusted once checked against the
+// offsets, so stale ones from earlier calls are harmless: at most one segment in order can cover
+// a given element. The 8-byte arrays come first (the partials' alignment).
 template <class Acc>
 struct ragged_ws {
   std::int64_t* cover_a;
   std::int64_t* cover_b;
+  std::int64_t* first;
+  std::int64_t* tail_seg;
   Acc* part_a;
   Acc* part_b;
-  __device__ __forceinline__ ragged_ws(void* base, std::uint64_t chunks) {
+  Acc* head_part;
+  Acc* tail_part;
+  __host__ __device__ __forceinline__ ragged_ws(void* base, std::uint64_t chunks, std::uint64_t tiles) {
     cover_a = static_cast<std::int64_t*>(base);
     cover_b = cover_a + chunks;
-    part_a = reinterpret_cast<Acc*>(cover_b + chunks);
+    first = cover_b + chunks;
+    tail_seg = first + tiles;
+    part_a = reinterpret_cast<Acc*>(tail_seg + tiles);
     part_b = part_a + chunks;
+    head_part = part_b + chunks;
+    tail_part = head_part + tiles;
   }
 };
 
@@ -156,24 +168,24 @@ __device__ __forceinline__ const T* second_row(const seg_args<T, Op>& a, std::ui
 }
 
 // Ragged, offsets in order: a long segment (more than one chunk) marks the chunks it covers for
-// the chunk kernel: B of the chunk it begins in, A of every later chunk it reaches. A warp.
+// the chunk kernel: B of the chunk it begins in, A of every later chunk it reaches. `lanes`
+// threads (a warp, or one), `lane` of them.
 __device__ __forceinline__ void mark_long(std::int64_t* cover_a, std::int64_t* cover_b, std::uint64_t s,
-                                          std::uint64_t off, std::uint64_t len, std::uint64_t chunk, unsigned lane32) {
+                                          std::uint64_t off, std::uint64_t len, std::uint64_t chunk, unsigned lane,
+                                          unsigned lanes = 32) {
   const std::uint64_t k0 = off / chunk, k1 = (off + len - 1) / chunk;
-  if (lane32 == 0) cover_b[k0] = static_cast<std::int64_t>(s);
-  for (std::uint64_t k = k0 + 1 + lane32; k <= k1; k += 32) cover_a[k] = static_cast<std::int64_t>(s);
+  if (lane == 0) cover_b[k0] = static_cast<std::int64_t>(s);
+  for (std::uint64_t k = k0 + 1 + lane; k <= k1; k += lanes) cover_a[k] = static_cast<std::int64_t>(s);
 }
 
 // Short contiguous segments: a group of G lanes per segment; the loop is uniform across each
 // warp (every lane shuffles), lanes whose segment is past the end carry the identity. Ragged
 // segments longer than short_max go to the whole warp afterwards, one at a time; with offsets in
 // order, those longer than a chunk are only marked for the chunk kernel. U: loads in flight per
-// lane (4; 8 where the rule gives few rows eight vectors a lane; ragged segments always 4; the
-// same bits either way).
-template <class T, class Op, int BLOCK, int U = 4>
-__global__ void __launch_bounds__(BLOCK) seg_group_kernel(seg_args<T, Op> a) {
-  kernel_entry();
-  if (status_bad(a.d_status)) return;
+// lane, of the groups and of the whole warp (4, or 8 where the plan says: the same bits either
+// way).
+template <class T, class Op, int BLOCK, int U>
+__device__ __forceinline__ void group_body(const seg_args<T, Op>& a) {
   const bool sorted = a.d_status != nullptr && a.d_status[1] == kSorted;
   const unsigned G = static_cast<unsigned>(a.group);
   const unsigned lane32 = threadIdx.x & 31u, lane = lane32 & (G - 1);
@@ -198,16 +210,23 @@ __global__ void __launch_bounds__(BLOCK) seg_group_kernel(seg_args<T, Op> a) {
       const std::uint64_t ls = __shfl_sync(0xffffffffu, s, src);
       const std::uint64_t loff = __shfl_sync(0xffffffffu, off, src), llen = __shfl_sync(0xffffffffu, len, src);
       if (sorted && llen > a.chunk) {
-        ragged_ws<typename Op::acc_type> w(a.d_partials, a.chunks);
+        ragged_ws<typename Op::acc_type> w(a.d_partials, a.chunks, a.tiles);
         mark_long(w.cover_a, w.cover_b, ls, loff, llen, a.chunk, lane32);
         continue;
       }
       const T* lbase = a.d_in + loff;
-      typename Op::acc_type r = group_share<T, Op>(lbase, llen, lane32, 32, second_row(a, ls));
+      typename Op::acc_type r = group_share<T, Op, U>(lbase, llen, lane32, 32, second_row(a, ls));
       r = core::warp_reduce<Op, true>(r);
       if (lane32 == 0) a.d_out[ls] = core::finalize_with<Op>(r, llen, lbase);
     }
   }
+}
+
+template <class T, class Op, int BLOCK, int U = 4>
+__global__ void __launch_bounds__(BLOCK) seg_group_kernel(seg_args<T, Op> a) {
+  kernel_entry();
+  if (status_bad(a.d_status)) return;
+  group_body<T, Op, BLOCK, U>(a);
 }
 
 // Short rows of m = group whole 16-byte vectors (m a power of two, rows 16-byte aligned): lane l
@@ -301,7 +320,7 @@ __global__ void __launch_bounds__(BLOCK) seg_chunk_kernel(seg_args<T, Op> a) {
   using Acc = typename Op::acc_type;
   if (status_bad(a.d_status) || a.d_status[1] != kSorted) return;
   __shared__ std::int64_t sh[4];  // A's begin and end, B's begin (or -1)
-  ragged_ws<Acc> w(a.d_partials, a.chunks);
+  ragged_ws<Acc> w(a.d_partials, a.chunks, a.tiles);
   const std::uint64_t k = blockIdx.x;
   const std::uint64_t cs = k * a.chunk, ce = cs + a.chunk < a.p.n ? cs + a.chunk : a.p.n;
   if (threadIdx.x == 0) {
@@ -340,16 +359,32 @@ __global__ void __launch_bounds__(BLOCK) seg_chunk_kernel(seg_args<T, Op> a) {
 
 // Ragged, offsets in order: a warp per chunk; where a long segment begins in the chunk, the warp
 // combines its partials in a fixed order (B of this chunk, then A of each later chunk it reaches:
-// lane l takes every 32nd, then the warp's tree) and writes the segment's result.
+// lane l takes every 32nd, then the warp's tree) and writes the segment's result. Tile plans
+// add a thread per tile after the chunks' warps: where a segment begun in the tile runs past
+// its end, the thread adds the partials of the tiles it reaches, in order (a segment of at most
+// a chunk: a few tiles).
 template <class T, class Op, int BLOCK>
 __global__ void __launch_bounds__(BLOCK) seg_fixup_kernel(seg_args<T, Op> a) {
   kernel_entry();
   using Acc = typename Op::acc_type;
   if (status_bad(a.d_status) || a.d_status[1] != kSorted) return;
+  const ragged_ws<Acc> w(a.d_partials, a.chunks, a.tiles);
+  const std::uint64_t chunk_blocks = (a.chunks * 32 + BLOCK - 1) / BLOCK;
+  if (blockIdx.x >= chunk_blocks) {  // block-uniform: the tiles' part
+    const std::uint64_t k = (std::uint64_t(blockIdx.x) - chunk_blocks) * BLOCK + threadIdx.x;
+    if (k >= a.tiles) return;
+    const std::int64_t s = w.tail_seg[k];
+    if (s < 0 || static_cast<std::uint64_t>(s) >= a.p.outer) return;
+    const std::int64_t b = a.p.d_begin[s], e = a.p.d_end[s];
+    constexpr std::int64_t W = kTileElems<T>;
+    Acc r = w.tail_part[k];
+    for (std::uint64_t t = k + 1; static_cast<std::int64_t>(t) * W < e; ++t) r = Op::combine(r, w.head_part[t]);
+    a.d_out[s] = core::finalize_with<Op>(r, static_cast<std::uint64_t>(e - b), a.d_in + b);
+    return;
+  }
   const std::uint64_t k = (std::uint64_t(blockIdx.x) * BLOCK + threadIdx.x) / 32;
   const unsigned lane = threadIdx.x & 31u;
   if (k >= a.chunks) return;  // warp-uniform
-  ragged_ws<Acc> w(a.d_partials, a.chunks);
   const std::uint64_t cs = k * a.chunk, ce = cs + a.chunk < a.p.n ? cs + a.chunk : a.p.n;
   const std::int64_t sb = w.cover_b[k];
   if (sb < 0 || static_cast<std::uint64_t>(sb) >= a.p.outer) return;
@@ -361,6 +396,178 @@ __global__ void __launch_bounds__(BLOCK) seg_fixup_kernel(seg_args<T, Op> a) {
   for (std::uint64_t i = lane; i <= last - k; i += 32) r = Op::combine(r, i == 0 ? w.part_b[k] : w.part_a[k + i]);
   r = core::warp_reduce<Op, true>(r);
   if (lane == 0) a.d_out[sb] = core::finalize_with<Op>(r, static_cast<std::uint64_t>(e - b), a.d_in + b);
+}
+
+// Ragged tiles, offsets in order: tile k of the input, [k * W, (k + 1) * W) with W = BLOCK * E
+// elements (E: kTileVectors 16-byte vectors a thread), a block each; thread t reads the E
+// elements from k * W + t * E, every byte of the tile once with whole vectors, whatever the
+// segments' lengths and alignment. The tile's segments (the one entering it, then those
+// beginning in it: the offset check wrote the first of them, which the block checks) come into
+// shared memory BLOCK at a time; each thread folds, element by element in order, every segment
+// that meets its E elements: one that begins and ends there is written at once, one entering is
+// its head, one leaving its tail. A scan over the threads in order (a pair of a restart flag and
+// a partial; the same tree every time) carries each open segment across the threads, so a head
+// ends as the threads before it plus its own part; the partial entering the tile and the one
+// leaving it go to the workspace for the fix-up. Long segments (past a chunk) are only marked
+// for the chunk kernel; their elements are left alone here. Offsets not in order: the lane
+// groups' body (the group kernel's) instead.
+//
+//   W = 8 (two threads of 4 elements), segments [1,3) [3,7) [7,12): thread 0 (elements 0-3)
+//   writes [1,3) and has the tail x3 of [3,7); thread 1 (4-7) has the head x4+x5+x6 of [3,7),
+//   which the scan ends as x3 + (x4+x5+x6), and the tail x7 of [7,12), which leaves the tile.
+template <class T, class Op, int BLOCK>
+__global__ void __launch_bounds__(BLOCK) seg_tile_kernel(seg_args<T, Op> a) {
+  kernel_entry();
+  if (status_bad(a.d_status)) return;
+  if (a.d_status[1] != kSorted) {
+    group_body<T, Op, BLOCK, 4>(a);
+    return;
+  }
+  using Acc = typename Op::acc_type;
+  using V = vec16<T>;
+  constexpr int VN = V::size, E = kTileVectors * VN;
+  constexpr std::int64_t W = kTileElems<T>;
+  static_assert(W == std::int64_t(BLOCK) * E, "the tile's elements");
+  constexpr std::int64_t kNone = INT64_MAX;
+  __shared__ std::int64_t sb[BLOCK], se[BLOCK];
+  __shared__ Acc warp_v[BLOCK / 32];
+  __shared__ bool warp_f[BLOCK / 32];
+  const ragged_ws<Acc> ws(a.d_partials, a.chunks, a.tiles);
+  const unsigned tid = threadIdx.x;
+  const std::uint64_t k = blockIdx.x;
+  const std::int64_t n = static_cast<std::int64_t>(a.p.n), segs = static_cast<std::int64_t>(a.p.outer);
+  const std::int64_t chunk = static_cast<std::int64_t>(a.chunk);
+  const std::int64_t t0 = static_cast<std::int64_t>(k) * W;
+  const std::int64_t tile_end = k + 1 == a.tiles ? kNone : t0 + W;  // segments beginning before it are the tile's
+  // The tile's first segment, as the offset check wrote it; a stale entry (a tile inside a long
+  // segment or gap, which the check leaves alone) fails the check below: nothing begins here.
+  const std::int64_t s_lo = ws.first[k];
+  const bool in_range = s_lo >= 0 && s_lo <= segs;
+  // Windows of BLOCK segments from s_lo - 1 (the one entering the tile, if any): the first
+  // window's slot loads double as the check of s_lo (begin[s_lo - 1] < t0 <= begin[s_lo]).
+  auto load_window = [&](std::int64_t base, bool& owned, bool& relevant) {
+    const std::int64_t sg = base + static_cast<std::int64_t>(tid);
+    std::int64_t b = -1, e = -1;  // before the first segment: never met
+    owned = relevant = false;
+    if (sg >= segs) {
+      b = e = kNone;  // past the last: ends every walk
+    } else if (sg >= 0) {
+      b = a.p.d_begin[sg], e = a.p.d_end[sg];
+      if (sg >= s_lo) {
+        owned = b < tile_end;
+        relevant = owned && e - b <= chunk;
+        if (!owned) b = e = kNone;
+      } else {
+        relevant = e > t0 && e - b <= chunk;  // the segment entering the tile
+      }
+      if (owned && e - b > chunk) mark_long(ws.cover_a, ws.cover_b, static_cast<std::uint64_t>(sg),
+                                            static_cast<std::uint64_t>(b), static_cast<std::uint64_t>(e - b),
+                                            a.chunk, 0, 1);
+    }
+    sb[tid] = b, se[tid] = e;
+    return b;
+  };
+  bool owned = false, relevant = false;
+  if (!in_range) {
+    if (tid == 0) ws.tail_seg[k] = -1;
+    return;  // block-uniform
+  }
+  const std::int64_t b_slot = load_window(s_lo - 1, owned, relevant);
+  const bool wrong = (tid == 0 && s_lo > 0 && b_slot >= t0) || (tid == 1 && s_lo < segs && b_slot < t0);
+  // One barrier for three answers: the check, whether any segment needs this tile's elements,
+  // whether a second window follows (the last slot is still the tile's).
+  bool more = tid == BLOCK - 1 && owned;
+  const bool checked = __syncthreads_or(wrong) == 0;
+  if (!checked || !__syncthreads_or(relevant || more)) {  // block-uniform
+    if (tid == 0) ws.tail_seg[k] = -1;
+    return;
+  }
+  // This thread's elements [p0, p1); it owns segments beginning in [p0, own_end): its elements,
+  // and for the thread holding the last element also the empty segments at n.
+  const std::int64_t p0 = t0 + static_cast<std::int64_t>(tid) * E, p1 = p0 + E;
+  const std::int64_t own_end = p0 < n ? (p1 >= n ? n + 1 : p1) : (n == 0 && p0 == 0 ? 1 : p0);
+  V v[kTileVectors];
+  if (a.p.aligned16 && p1 <= n) {
+#pragma unroll
+    for (int u = 0; u < kTileVectors; ++u)
+      v[u] = core::load_vec<core::load_hint::ldg>(reinterpret_cast<const V*>(a.d_in + p0) + u);
+  } else {
+#pragma unroll
+    for (int i = 0; i < E; ++i) v[i / VN].e[i % VN] = p0 + i < n ? a.d_in[p0 + i] : T{};
+  }
+  Acc head = Op::identity(), tail = Op::identity();
+  bool has_head = false, through = false, has_tail = false;
+  std::int64_t hb = 0, he = 0, hs = -1, tb = 0, ts = -1;
+  std::int64_t base = s_lo - 1;
+  for (;;) {  // block-uniform: the windows
+    int lo = 0, hi = BLOCK;  // the first slot that ends past p0 or begins at or after it
+    while (lo < hi) {
+      const int mid = (lo + hi) / 2;
+      if (se[mid] > p0 || sb[mid] >= p0) hi = mid;
+      else lo = mid + 1;
+    }
+    for (int j = lo; j < BLOCK; ++j) {
+      const std::int64_t b = sb[j], e = se[j];
+      if (b >= own_end) break;
+      if (e - b > chunk) continue;  // long: the chunk kernel's
+      const std::int64_t qlo = b > p0 ? b : p0, qhi = e < p1 ? e : p1;
+      Acc acc = Op::identity();
+#pragma unroll
+      for (int i = 0; i < E; ++i) {
+        const std::int64_t q = p0 + i;
+        if (q >= qlo && q < qhi)
+          acc = Op::combine(acc, core::transform_elem<Op>(v[i / VN].e[i % VN], static_cast<std::uint64_t>(q - b)));
+      }
+      const std::int64_t sg = base + j;
+      if (b < p0) {  // entered from before this thread's elements
+        has_head = true, through = e > p1, head = acc, hb = b, he = e, hs = sg;
+      } else if (e <= p1) {
+        a.d_out[sg] = core::finalize_with<Op>(acc, static_cast<std::uint64_t>(e - b), a.d_in + b);
+      } else {
+        has_tail = true, tail = acc, tb = b, ts = sg;
+      }
+    }
+    if (!__syncthreads_or(more)) break;  // also: every thread is done with this window
+    base += BLOCK;
+    load_window(base, owned, relevant);
+    more = tid == BLOCK - 1 && owned;  // whether another window follows
+    __syncthreads();
+  }
+  // The scan: a thread inside one segment passes the partial on (flag 0), any other restarts it
+  // with its tail (or nothing). Inclusive within the warp, then the warps' totals in order.
+  bool f = !through;
+  Acc val = through ? head : (has_tail ? tail : Op::identity());
+  const unsigned lane = tid & 31u, warp = tid / 32;
+#pragma unroll
+  for (int d = 1; d < 32; d *= 2) {
+    const Acc pv = core::shfl_idx(val, static_cast<int>(lane) - d < 0 ? 0 : static_cast<int>(lane) - d);
+    const bool pf = __shfl_sync(0xffffffffu, f, static_cast<int>(lane) - d < 0 ? 0 : static_cast<int>(lane) - d);
+    if (static_cast<int>(lane) >= d) {
+      if (!f) val = Op::combine(pv, val);
+      f = f || pf;
+    }
+  }
+  if (lane == 31) warp_v[warp] = val, warp_f[warp] = f;
+  __syncthreads();
+  Acc wv = Op::identity();  // the warps before this one, in order
+  for (unsigned w = 0; w < warp; ++w) wv = warp_f[w] ? warp_v[w] : Op::combine(wv, warp_v[w]);
+  if (!f) val = Op::combine(wv, val);  // this thread's inclusive partial
+  Acc before = core::shfl_idx(val, lane == 0 ? 0 : static_cast<int>(lane) - 1);
+  if (lane == 0) before = wv;
+  if (has_head && !through) {
+    const Acc total = Op::combine(before, head);
+    if (hb >= t0) a.d_out[hs] = core::finalize_with<Op>(total, static_cast<std::uint64_t>(he - hb), a.d_in + hb);
+    else ws.head_part[k] = total;  // the segment entering the tile ends here: the fix-up adds the rest
+  }
+  if (tid == BLOCK - 1) {
+    const std::int64_t open = through ? hs : (has_tail ? ts : -1), open_b = through ? hb : tb;
+    if (open >= 0 && open_b >= t0) {
+      ws.tail_part[k] = val, ws.tail_seg[k] = open;
+    } else {
+      if (open >= 0) ws.head_part[k] = val;  // the entering segment runs through the whole tile
+      ws.tail_seg[k] = -1;
+    }
+  }
 }
 
 // Long contiguous segments: per_seg blocks per segment, each reducing a grid-stride share with

@@ -22,17 +22,34 @@ seg_args<T, Op> make_args(const void* d_in, const problem& p, const plan& pl, vo
           pl.col_vecs, pl.vec,
           static_cast<typename Op::acc_type*>(
               core::segmented_scratch(*c.ws, scratch_bytes(p, pl, sizeof(T), sizeof(typename Op::acc_type)))),
-          c.ws->d_seg_counters, c.d_status, pl.short_max, pl.chunk, pl.chunks};
+          c.ws->d_seg_counters, c.d_status, pl.short_max, pl.chunk, pl.chunks, pl.tiles};
+}
+
+// Ragged problems: the offset check (and, for tile plans, each tile's first segment) ahead of the
+// plan's launches; the kernels read its words first.
+template <class T, class Op>
+void check_offsets(const problem& p, const plan& pl, const seg_args<T, Op>& a, const seg_ctx& c) {
+  if (!p.ragged()) return;
+  tile_partition part;
+  if (pl.how == strategy::ragged && pl.tiles > 0) {
+    const ragged_ws<typename Op::acc_type> w(a.d_partials, pl.chunks, pl.tiles);
+    part.d_first = w.first;
+    part.tile = tile_elems(sizeof(T));
+    part.tiles = pl.tiles;
+    part.near = (pl.chunk + part.tile - 1) / part.tile + 1;
+  }
+  validate_offsets(p, c.ws->d_seg_status, c.stream, part);
 }
 template <class T, class Op>
 plan plan_of(const problem& p, bool exact, const seg_ctx& c) {
-  // The benchmark's sweep of plans: a column plan for a strided axis, a row plan for rows.
-  const plan* forced = exact || p.ragged() ? nullptr : forced_plan();
+  // The benchmark's sweep of plans: a column plan for a strided axis, a row plan for rows, a
+  // ragged plan for ragged segments.
+  const plan* forced = exact ? nullptr : forced_plan();
   const bool row_plan = forced != nullptr && (forced->how == strategy::group || forced->how == strategy::split ||
                                               forced->how == strategy::rowtile);
-  const plan pl = forced != nullptr && row_plan == p.contiguous()
-                      ? *forced
-                      : make_plan(p, sizeof(T), sizeof(typename Op::acc_type), exact, c.limits);
+  const bool fits = forced != nullptr && (p.ragged() ? forced->how == strategy::ragged
+                                                     : forced->how != strategy::ragged && row_plan == p.contiguous());
+  const plan pl = fits ? *forced : make_plan(p, sizeof(T), sizeof(typename Op::acc_type), exact, c.limits);
   record_plan(pl);
   return pl;
 }
@@ -130,18 +147,28 @@ template <class T, class Op>
 void launch(const void* d_in, const problem& p, bool, void* d_out, const seg_ctx& c) {
   const plan pl = plan_unary<T, Op>(p, c);
   const auto a = make_args<T, Op>(d_in, p, pl, d_out, c);
+  check_offsets(p, pl, a, c);
   if (pl.blocks == 0 || launch_rows(pl, a, c)) return;
   switch (pl.how) {
     case strategy::columns:
       return go(seg_columns_kernel<T, Op, kColumnsBlock>, a, pl.blocks, kColumnsBlock, c, "launching the segmented columns kernel");
     case strategy::thin: return launch_thin(pl, a, c);
     case strategy::ragged: {
-      // Short and middle segments (long ones marked), then the chunks of long ones, then their
-      // fix-up; the last two return at once where the offsets are not in order.
-      go_resident<seg_group_kernel<T, Op, kGroupBlock, 4>>(a, pl.blocks, kGroupBlock, c, "launching the segmented group kernel");
+      // Short and middle segments (long ones marked): tiles, or lane groups; then the chunks of
+      // long ones, then the fix-up of both; the last two return at once where the offsets are
+      // not in order (the tile kernel then runs the lane groups' body).
+      if (pl.tiles > 0) {
+        if (pl.tiles > 0x7fffffffull) throw error("tally: internal error: too many ragged tiles");
+        go(seg_tile_kernel<T, Op, kTileBlock>, a, static_cast<unsigned>(pl.tiles), kTileBlock, c,
+           "launching the segmented tile kernel");
+      } else if (pl.unroll == 8)
+        go_resident<seg_group_kernel<T, Op, kGroupBlock, 8>>(a, pl.blocks, kGroupBlock, c, "launching the segmented group kernel");
+      else
+        go_resident<seg_group_kernel<T, Op, kGroupBlock, 4>>(a, pl.blocks, kGroupBlock, c, "launching the segmented group kernel");
       if (pl.chunks > 0x7fffffffull) throw error("tally: internal error: too many ragged chunks");
       go(seg_chunk_kernel<T, Op, kChunkBlock>, a, static_cast<unsigned>(pl.chunks), kChunkBlock, c, "launching the segmented chunk kernel");
-      const std::uint64_t fix_blocks = (pl.chunks * 32 + kFixupBlock - 1) / kFixupBlock;
+      const std::uint64_t fix_blocks =
+          (pl.chunks * 32 + kFixupBlock - 1) / kFixupBlock + (pl.tiles + kFixupBlock - 1) / kFixupBlock;
       return go(seg_fixup_kernel<T, Op, kFixupBlock>, a, static_cast<unsigned>(fix_blocks), kFixupBlock, c, "launching the segmented fix-up kernel");
     }
     default:
@@ -154,6 +181,7 @@ template <class T, class Op>
 void launch_binary(const void* d_in, const problem& p, bool, void* d_out, const seg_ctx& c) {
   const plan pl = plan_of<T, Op>(p, false, c);
   const auto a = make_args<T, Op>(d_in, p, pl, d_out, c);
+  check_offsets(p, pl, a, c);
   if (pl.blocks == 0 || launch_rows(pl, a, c)) return;
   throw error("tally: internal error: segmented plan " + std::string(to_string(pl.how)) + " for a binary op");
 }
@@ -164,6 +192,8 @@ void launch_exact(const void* d_in, const problem& p, bool, void* d_out, const s
   using Op = core::op_exact<T, F>;
   using R = typename Op::out_type;
   const plan pl = plan_of<T, Op>(p, true, c);
+  const auto a = make_args<T, Op>(d_in, p, pl, d_out, c);
+  check_offsets(p, pl, a, c);
   if (pl.how == strategy::exact_launches) {
     core::launch_ctx lc{c.dev, c.stream, c.ws};
     for (std::uint64_t s = 0; s < p.outer; ++s) {
@@ -173,7 +203,6 @@ void launch_exact(const void* d_in, const problem& p, bool, void* d_out, const s
     return;
   }
   if (pl.blocks == 0) return;
-  const auto a = make_args<T, Op>(d_in, p, pl, d_out, c);
   go(seg_exact_kernel<T, Op, kSplitBlock>, a, pl.blocks, kSplitBlock, c, "launching the segmented exact kernel");
 }
 

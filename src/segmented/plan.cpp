@@ -153,6 +153,40 @@ void fill_split(plan& r, std::uint64_t segments, std::uint64_t length, std::uint
           " threads per segment of " + std::to_string(length) + " elements";
 }
 
+// Ragged segments: lane groups of g lanes up to kGroupRounds rounds of four vectors a lane, a warp
+// up to a chunk of chunk_bytes of input, longer segments in chunks (a block each); u loads in
+// flight per lane of the groups (4 or 8, the same bits). The chunk grows where the workspace
+// would not hold a partial per chunk.
+void fill_ragged(plan& r, const problem& p, int g, std::uint64_t chunk_bytes, int u, bool tiles, int elem_bytes,
+                 int acc_bytes, std::uint64_t sms, const device_limits& d) {
+  const std::uint64_t vn = 16 / static_cast<std::uint64_t>(elem_bytes), eb = static_cast<std::uint64_t>(elem_bytes);
+  const std::uint64_t segments = p.outer, mean = segments ? p.n / segments : 0;
+  r.how = strategy::ragged;
+  r.group = g;
+  r.unroll = u;
+  r.short_max = std::uint64_t(g) * 4 * vn * kGroupRounds;
+  r.chunk = std::max<std::uint64_t>(1, chunk_bytes / eb);
+  const std::uint64_t max_chunks = std::max<std::uint64_t>(1, d.partial_bytes / ragged_chunk_bytes(acc_bytes));
+  if (ceil_div(p.n, r.chunk) > max_chunks) r.chunk = ceil_div(p.n, max_chunks);
+  r.chunks = std::max<std::uint64_t>(1, ceil_div(p.n, r.chunk));
+  r.short_max = std::min(r.short_max, r.chunk);
+  // Tiles where the workspace holds their entries besides the chunks' (one op's inputs only).
+  const std::uint64_t ntiles = std::max<std::uint64_t>(1, ceil_div(p.n, tile_elems(elem_bytes)));
+  r.tiles = tiles && !p.binary() && (r.chunks + ntiles) * ragged_chunk_bytes(acc_bytes) <= d.partial_bytes ? ntiles : 0;
+  const std::uint64_t threads = std::max<std::uint64_t>(1, segments) * static_cast<std::uint64_t>(g);
+  const std::uint64_t resident = sms * static_cast<std::uint64_t>(std::max(1, d.max_threads_per_sm / kGroupBlock));
+  r.blocks = static_cast<unsigned>(std::min<std::uint64_t>(ceil_div(threads, kGroupBlock), resident));
+  if (r.tiles > 0)
+    r.why = std::to_string(r.tiles) + " tiles of " + std::to_string(tile_elems(elem_bytes)) +
+            " elements, a block each, for segments up to " + std::to_string(r.chunk) + " elements (mean " +
+            std::to_string(mean) + "); longer ones in chunks of " + std::to_string(r.chunk) +
+            " elements, a block each; offsets out of order: " + std::to_string(g) + " lane(s) per segment";
+  else
+    r.why = std::to_string(g) + " lane(s) per segment up to " + std::to_string(r.short_max) + " elements (mean " +
+            std::to_string(mean) + "), a warp up to " + std::to_string(r.chunk) + ", longer ones in chunks of " +
+            std::to_string(r.chunk) + " elements, a block each";
+}
+
 }  // namespace
 
 const char* to_string(strategy s) {
@@ -172,7 +206,7 @@ const char* to_string(strategy s) {
 std::uint64_t scratch_bytes(const problem& p, const plan& pl, int elem_bytes, int acc_bytes) {
   const std::uint64_t acc = static_cast<std::uint64_t>(acc_bytes);
   switch (pl.how) {
-    case strategy::ragged: return pl.chunks * ragged_chunk_bytes(acc_bytes);
+    case strategy::ragged: return (pl.chunks + pl.tiles) * ragged_chunk_bytes(acc_bytes);
     case strategy::split: return pl.per_seg > 1 ? p.outer * pl.per_seg * acc : 0;
     case strategy::columns: {
       if (pl.per_seg <= 1) return 0;
@@ -265,26 +299,28 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
   if (p.ragged()) {
     // Balanced by elements: a heavy tail puts most of the data in a few segments far longer
     // than the mean, so lane groups take the short ones, warps the middle ones and blocks cut
-    // the long ones into chunks.
-    r.how = strategy::ragged;
-    // A heavy tail puts the median far below the mean: lanes are sized for a quarter of it.
-    r.group = static_cast<int>(std::min<std::uint64_t>(32, pow2_floor(std::max<std::uint64_t>(1, nvec / 16))));
-    r.short_max = std::uint64_t(r.group) * 4 * vn * kGroupRounds;
+    // the long ones into chunks. A heavy tail puts the median far below the mean: lanes are
+    // sized for a quarter of it. Segments whose lane groups would hold less than half the
+    // GPU's threads get wider groups, up to that half, and eight loads in flight (as few rows
+    // do): `tally bench segmented --sweep` on the H100 (2026-11-26 16:05 UTC, f32 sums, graph
+    // us, 2^20 elements): 2^14 segments of mean 64, one lane 21.2, eight lanes 16.1, with eight
+    // loads 15.5; 2^8 of mean 4096, 32 lanes 15.7, with eight loads 14.6; at 2^24, 2^12 of mean
+    // 4096 46.6 / 45.6; where the groups fill the GPU, eight loads were slower (2^16 segments at
+    // 2^28: 394 / 402).
+    int g = static_cast<int>(std::min<std::uint64_t>(32, pow2_floor(std::max<std::uint64_t>(1, nvec / 16))));
+    const std::uint64_t half_gpu = sms * static_cast<std::uint64_t>(std::max(1, d.max_threads_per_sm)) / 2;
+    const bool few = std::max<std::uint64_t>(1, segments) * static_cast<std::uint64_t>(g) <= half_gpu;
+    while (few && g < 32 && std::max<std::uint64_t>(1, segments) * static_cast<std::uint64_t>(2 * g) <= half_gpu) g *= 2;
     const std::uint64_t eb = static_cast<std::uint64_t>(elem_bytes);
     const std::uint64_t resident_chunk = sms * std::max(1, d.max_threads_per_sm / kChunkBlock);
     std::uint64_t bytes = pow2_floor(std::max<std::uint64_t>(1, p.n * eb / (kChunksPerBlock * resident_chunk)));
     bytes = std::min(std::max(bytes, kChunkMinBytes), kChunkMaxBytes);
-    r.chunk = bytes / eb;
-    const std::uint64_t max_chunks = d.partial_bytes / ragged_chunk_bytes(acc_bytes);
-    if (ceil_div(p.n, r.chunk) > max_chunks) r.chunk = ceil_div(p.n, max_chunks);
-    r.chunks = std::max<std::uint64_t>(1, ceil_div(p.n, r.chunk));
-    r.short_max = std::min(r.short_max, r.chunk);
-    const std::uint64_t threads = std::max<std::uint64_t>(1, segments) * r.group;
-    const std::uint64_t resident = sms * (d.max_threads_per_sm / kGroupBlock);
-    r.blocks = static_cast<unsigned>(std::min<std::uint64_t>(ceil_div(threads, kGroupBlock), resident));
-    r.why = std::to_string(r.group) + " lane(s) per segment up to " + std::to_string(r.short_max) +
-            " elements (mean " + std::to_string(length) + "), a warp up to " + std::to_string(r.chunk) +
-            ", longer ones in chunks of " + std::to_string(r.chunk) + " elements, a block each";
+    // Lane groups, not tiles: the tile kernel (a sweep candidate) was slower at all but one shape
+    // of the sweep (H100, 2026-11-26 16:26 UTC, f32 sums, graph us, tiles / the rule of then):
+    // at 2^28, 2^22 segments of mean 64 752.3 / 542.6, 2^16 of mean 4096 553.9 / 394.4; at 2^24,
+    // 2^12 segments 56.9 / 46.7, 2^18 66.7 / 66.0; at 2^20, 2^8 segments 16.5 / 16.0, 2^14 16.7 /
+    // 21.4 (where the wider lane groups above take 15.5): docs/tuning.md "Ragged tiles".
+    fill_ragged(r, p, g, bytes, few && acc_bytes <= kRowTileEightMaxAcc ? 8 : 4, false, elem_bytes, acc_bytes, sms, d);
     return r;
   }
   // Rows whose lane groups of four vectors a lane would hold less than half the GPU's threads:
@@ -386,6 +422,40 @@ std::vector<plan> row_candidates(const problem& p, int elem_bytes, int acc_bytes
       fill_split(r, segments, p.length, per, block, sms, d);
       out.push_back(r);
     }
+  return out;
+}
+
+std::vector<plan> ragged_candidates(const problem& p, int elem_bytes, int acc_bytes, const device_limits& d) {
+  std::vector<plan> out;
+  if (!p.ragged() || p.results() == 0 || p.binary()) return out;
+  const std::uint64_t sms = static_cast<std::uint64_t>(std::max(1, d.sm_count));
+  const plan rule = make_plan(p, elem_bytes, acc_bytes, false, d);
+  const std::uint64_t rule_bytes = rule.chunk * static_cast<std::uint64_t>(elem_bytes);
+  // Tiles (where the workspace holds them) and every lane group (1-32 lanes) with four and eight
+  // loads in flight, at the rule's chunk; the rule's pick with chunks of a quarter to four times
+  // the rule's (4 KiB to 256 KiB).
+  plan t;
+  fill_ragged(t, p, rule.group, rule_bytes, 4, true, elem_bytes, acc_bytes, sms, d);
+  if (t.tiles > 0) out.push_back(t);
+  if (t.tiles > 0)
+    for (std::uint64_t bytes = std::uint64_t(4) << 10; bytes <= (std::uint64_t(256) << 10); bytes *= 2) {
+      if (bytes == rule_bytes || bytes * 4 < rule_bytes || bytes > rule_bytes * 4) continue;
+      plan r;
+      fill_ragged(r, p, rule.group, bytes, 4, true, elem_bytes, acc_bytes, sms, d);
+      if (r.tiles > 0) out.push_back(r);
+    }
+  for (int g = 1; g <= 32; g *= 2)
+    for (int u : {4, 8}) {
+      plan r;
+      fill_ragged(r, p, g, rule_bytes, u, false, elem_bytes, acc_bytes, sms, d);
+      out.push_back(r);
+    }
+  for (std::uint64_t bytes = std::uint64_t(4) << 10; bytes <= (std::uint64_t(256) << 10); bytes *= 2) {
+    if (bytes == rule_bytes || bytes * 4 < rule_bytes || bytes > rule_bytes * 4) continue;
+    plan r;
+    fill_ragged(r, p, rule.group, bytes, rule.unroll, false, elem_bytes, acc_bytes, sms, d);
+    out.push_back(r);
+  }
   return out;
 }
 

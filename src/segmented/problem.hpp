@@ -83,6 +83,7 @@ struct plan {
   std::uint64_t short_max = ~std::uint64_t(0);  // group / ragged: longest segment for `group` lanes
   std::uint64_t chunk = ~std::uint64_t(0);      // ragged: chunk of the input (elements); longer segments go to blocks
   std::uint64_t chunks = 0;                     // ragged: ceil(n / chunk)
+  std::uint64_t tiles = 0;  // ragged: tiles of tile_elems (offsets in order: the tile kernel), 0: lane groups
   unsigned resident = 0; // columns: the resident blocks of the columns kernel the rule counted
   std::string why;       // the rule's reasons, for `tally bench segmented` and --debug
 };
@@ -100,6 +101,15 @@ inline constexpr int kGroupBlock = 256;    // threads per block of the group ker
 inline constexpr int kColumnsBlock = 256;  // and of the columns kernel
 inline constexpr int kChunkBlock = 512;    // and of the ragged chunk kernel
 inline constexpr int kFixupBlock = 256;    // and of the ragged fix-up kernel (a warp per chunk)
+// The ragged tile kernel: blocks of kTileBlock threads, kTileVectors 16-byte vectors a thread, so
+// a tile is 16 KiB of input whatever the element type.
+inline constexpr int kTileBlock = 256;
+inline constexpr int kTileVectors = 4;
+template <class T>
+inline constexpr std::int64_t kTileElems = std::int64_t(kTileBlock) * kTileVectors * (16 / static_cast<std::int64_t>(sizeof(T)));
+inline std::uint64_t tile_elems(int elem_bytes) {
+  return std::uint64_t(kTileBlock) * kTileVectors * (16 / static_cast<std::uint64_t>(elem_bytes));
+}
 
 // The thin kernel takes four vectors of results per thread (for axes shorter than its eight loads
 // in flight) only where their accumulators are small: at most 32 bytes per vector of results.
@@ -121,7 +131,8 @@ TALLY_HD constexpr int vector_results(int elem_bytes, int acc_bytes) {
 }
 
 // The ragged plan's workspace: per chunk, the segment covering its start (A) and the one starting
-// in it (B), and their partials.
+// in it (B), and their partials; per tile, the first segment beginning in it and the one leaving
+// it, and the partials of the one entering and the one leaving: the same bytes.
 inline std::uint64_t ragged_chunk_bytes(int acc_bytes) { return 16 + 2 * static_cast<std::uint64_t>(acc_bytes); }
 
 // Bytes of the segmented partials buffer that plan pl uses (0: none): split and column tiles
@@ -141,5 +152,9 @@ std::vector<plan> column_candidates(const problem& p, int elem_bytes, int acc_by
 // has eight vectors; split blocks 1-16 per row of 32 vectors or more, within the workspace):
 // what `tally bench segmented --sweep` times against the rule's pick.
 std::vector<plan> row_candidates(const problem& p, int elem_bytes, int acc_bytes, const device_limits& d);
+// Ragged plans for `tally bench segmented --sweep` and the tests: tiles (where the workspace
+// holds them) at the rule's chunk and at a quarter to four times it, lane groups of 1-32 lanes
+// with four and eight loads in flight, and the rule's groups with those chunks.
+std::vector<plan> ragged_candidates(const problem& p, int elem_bytes, int acc_bytes, const device_limits& d);
 
 }  // namespace tally::seg

@@ -28,8 +28,18 @@ seg_launch_fn launcher(core::kind k);
 seg_launch_fn find_launcher(dtype t, core::kind k);
 
 inline constexpr unsigned long long kStatusOkHost = ~0ull;
-// Sets *d_status to kStatusOkHost, then to the smallest s with bad offsets (stream-ordered).
-void validate_offsets(const problem& p, unsigned long long* d_status, cudaStream_t stream);
+// Where the offset check also finds each tile's first segment (the ragged tile kernel's
+// partition): tile k of `tile` elements gets the first segment beginning at or after k * tile,
+// for the tiles a segment before it can reach (`near` after a begin) and the tile of each begin;
+// the tiles in between lie inside a long segment or a gap, and keep stale entries (checked).
+struct tile_partition {
+  std::int64_t* d_first = nullptr;
+  std::uint64_t tile = 0, tiles = 0, near = 0;
+};
+// Sets *d_status to kStatusOkHost, then to the smallest s with bad offsets (stream-ordered);
+// with a partition, also writes it.
+void validate_offsets(const problem& p, unsigned long long* d_status, cudaStream_t stream,
+                      const tile_partition& part = {});
 
 // The plan of the last segmented call on this thread.
 void record_plan(const plan& pl);
