@@ -9,35 +9,70 @@
 
 namespace tally::seg {
 
-// Tiles k of the partition with k * tile in (bp, b] (bp < 0: from tile 0) get s: the `near` first
-// ones (a segment beginning at bp of at most a chunk reaches no further) and the one holding b.
-__device__ void write_partition(const tile_partition& t, std::int64_t bp, std::int64_t b, std::uint64_t s) {
+// The partition's entries for tiles k with k * tile in (bp, b], where the segment before is
+// [bp, ep) (none: bp = ep = 0) and the next begins at b: the first segment at or after the tile,
+// s, or -1 where the tile lies inside that segment and it is long, or inside the gap [ep, b).
+// Every lane of the warp calls it (count 0: nothing to write); long runs are written by the
+// whole warp. The writes are counted first, and not made past the partition's size.
+__device__ void write_partition(const tile_partition& t, unsigned long long* d_count, std::int64_t bp,
+                                std::int64_t ep, std::int64_t b, std::int64_t s, unsigned lane) {
   const std::int64_t tile = static_cast<std::int64_t>(t.tile), tiles = static_cast<std::int64_t>(t.tiles);
   const std::int64_t k_lo = bp < 0 ? 0 : bp / tile + 1;
-  std::int64_t k_hi = b / tile;
+  std::int64_t k_hi = b < 0 ? -1 : b / tile;  // b < 0: nothing (a lane past the segments)
   if (k_hi > tiles - 1) k_hi = tiles - 1;
-  const std::int64_t k_near = k_lo + static_cast<std::int64_t>(t.near) - 1 < k_hi ? k_lo + static_cast<std::int64_t>(t.near) - 1 : k_hi;
-  for (std::int64_t k = k_lo; k <= k_near; ++k) t.d_first[k] = static_cast<std::int64_t>(s);
-  if (k_hi > k_near && k_hi >= k_lo) t.d_first[k_hi] = static_cast<std::int64_t>(s);
+  std::int64_t count = k_hi >= k_lo ? k_hi - k_lo + 1 : 0;
+  if (count > 0) {
+    const unsigned long long before = atomicAdd(d_count, static_cast<unsigned long long>(count)) + 1ull;  // from ~0
+    if (before + static_cast<unsigned long long>(count) > t.tiles) count = 0;  // out of order: the kernel will not read
+  }
+  // The last tile is never left out: it also holds the empty segments at n.
+  auto entry = [tile, tiles, &t](std::int64_t k, std::int64_t bp, std::int64_t ep, std::int64_t b, std::int64_t s) {
+    const std::int64_t lo = k * tile, hi = lo + tile;
+    const bool long_prev = ep - bp > static_cast<std::int64_t>(t.chunk);
+    const bool inside = k != tiles - 1 && ((long_prev && lo >= bp && hi <= ep) || (lo >= ep && hi <= b));
+    return inside ? std::int64_t(-1) : s;
+  };
+  constexpr std::int64_t kAlone = 8;  // runs up to this long: the lane alone
+  for (std::int64_t k = 0; k < count && count <= kAlone; ++k) t.d_first[k_lo + k] = entry(k_lo + k, bp, ep, b, s);
+  unsigned longer = __ballot_sync(0xffffffffu, count > kAlone);
+  while (longer != 0) {
+    const int src = __ffs(longer) - 1;
+    longer &= longer - 1;
+    const std::int64_t lk = __shfl_sync(0xffffffffu, k_lo, src), lc = __shfl_sync(0xffffffffu, count, src);
+    const std::int64_t lbp = __shfl_sync(0xffffffffu, bp, src), lep = __shfl_sync(0xffffffffu, ep, src);
+    const std::int64_t lb = __shfl_sync(0xffffffffu, b, src), ls = __shfl_sync(0xffffffffu, s, src);
+    for (std::int64_t k = lk + lane; k < lk + lc; k += 32) t.d_first[k] = entry(k, lbp, lep, lb, ls);
+  }
 }
 
 __global__ void seg_validate_kernel(const std::int64_t* d_begin, const std::int64_t* d_end, std::uint64_t segments,
                                     std::uint64_t n, unsigned long long* d_status, tile_partition part) {
   core::pdl_wait();
   core::pdl_launch_dependents();
-  const std::uint64_t stride = std::uint64_t(gridDim.x) * blockDim.x;
+  const std::uint64_t stride = std::uint64_t(gridDim.x) * blockDim.x;  // a multiple of 32
+  const unsigned lane = threadIdx.x & 31u;
   const std::int64_t nn = static_cast<std::int64_t>(n);
   auto clamp = [nn](std::int64_t v) { return v < 0 ? std::int64_t(0) : v > nn ? nn : v; };
   bool sorted = true;
-  for (std::uint64_t s = std::uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; s < segments; s += stride) {
-    const std::int64_t b = d_begin[s], e = d_end[s];
-    if (b < 0 || b > e || static_cast<std::uint64_t>(e) > n) atomicMin(d_status, static_cast<unsigned long long>(s));
-    if (s + 1 < segments && e > d_begin[s + 1]) sorted = false;
+  // Warp-uniform trips (the partition's writes are the warp's).
+  for (std::uint64_t s = std::uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; s - lane < segments; s += stride) {
+    const bool valid = s < segments;
+    std::int64_t b = 0, e = 0;
+    if (valid) {
+      b = d_begin[s], e = d_end[s];
+      if (b < 0 || b > e || static_cast<std::uint64_t>(e) > n) atomicMin(d_status, static_cast<unsigned long long>(s));
+      if (s + 1 < segments && e > d_begin[s + 1]) sorted = false;
+    }
     if (part.d_first != nullptr) {
-      // Offsets out of order or bad leave entries that nothing reads (the tile kernel runs only
-      // on offsets in order); clamped, every write stays inside the partition.
-      write_partition(part, s == 0 ? -1 : clamp(d_begin[s - 1]), clamp(b), s);
-      if (s + 1 == segments) write_partition(part, clamp(b), nn + static_cast<std::int64_t>(part.tile), segments);
+      // Out of order or bad offsets may write wrong entries, clamped inside the partition; the
+      // tile kernel reads none of them then.
+      const std::int64_t bp = valid && s > 0 ? clamp(d_begin[s - 1]) : -1;
+      const std::int64_t ep = valid && s > 0 ? clamp(d_end[s - 1]) : 0;
+      write_partition(part, d_status + 2, bp, bp < 0 ? 0 : ep, valid ? clamp(b) : -1, static_cast<std::int64_t>(s), lane);
+      // After the last begin: the tiles up to the end, the last segment before them.
+      const bool last = s + 1 == segments;
+      write_partition(part, d_status + 2, last ? clamp(b) : 0, last ? clamp(e) : 0, last ? nn + static_cast<std::int64_t>(part.tile) : -1,
+                      static_cast<std::int64_t>(segments), lane);
     }
   }
   // Word 1: whether the segments are in order and apart (end[s] <= begin[s + 1]); overlapping or
@@ -46,7 +81,7 @@ __global__ void seg_validate_kernel(const std::int64_t* d_begin, const std::int6
 }
 
 void validate_offsets(const problem& p, unsigned long long* d_status, cudaStream_t stream, const tile_partition& part) {
-  core::check_cuda(cudaMemsetAsync(d_status, 0xff, 2 * sizeof(unsigned long long), stream),
+  core::check_cuda(cudaMemsetAsync(d_status, 0xff, 3 * sizeof(unsigned long long), stream),
                    "cudaMemsetAsync(segment check words)");
   if (p.outer == 0) return;
   const unsigned blocks = static_cast<unsigned>(std::min<std::uint64_t>((p.outer + 255) / 256, 1024));

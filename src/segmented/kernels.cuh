@@ -1,6 +1,7 @@
 // The segmented layer's kernels: rowtile and group (short contiguous segments), split (long
 // contiguous segments, a block or several per segment), thin and columns (inner > 1: a thread per
-// vector of results, or tiles with lanes along the axis), ragged chunks and fix-up, exact_block. Every op is a
+// vector of results, or tiles with lanes along the axis), ragged chunks and fix-up, ragged tiles (a
+// sweep candidate), exact_block. Every op is a
 // core op struct (src/core/ops.cuh): the same identity, transform, fold, combine and finalize
 // as the 1-D reduce, so each segment's result follows the same rules (NaN, ties, modes).
 //
@@ -399,91 +400,48 @@ __global__ void __launch_bounds__(BLOCK) seg_fixup_kernel(seg_args<T, Op> a) {
 }
 
 // Ragged tiles, offsets in order: tile k of the input, [k * W, (k + 1) * W) with W = BLOCK * E
-// elements (E: kTileVectors 16-byte vectors a thread), a block each; thread t reads the E
-// elements from k * W + t * E, every byte of the tile once with whole vectors, whatever the
-// segments' lengths and alignment. The tile's segments (the one entering it, then those
-// beginning in it: the offset check wrote the first of them, which the block checks) come into
-// shared memory BLOCK at a time; each thread folds, element by element in order, every segment
-// that meets its E elements: one that begins and ends there is written at once, one entering is
-// its head, one leaving its tail. A scan over the threads in order (a pair of a restart flag and
-// a partial; the same tree every time) carries each open segment across the threads, so a head
-// ends as the threads before it plus its own part; the partial entering the tile and the one
-// leaving it go to the workspace for the fix-up. Long segments (past a chunk) are only marked
-// for the chunk kernel; their elements are left alone here. Offsets not in order: the lane
-// groups' body (the group kernel's) instead.
+// elements (E: kTileVectors 16-byte vectors a thread); thread t reads the E elements from
+// k * W + t * E, every byte of the tile once with whole vectors, whatever the segments' lengths
+// and alignment. The offset check wrote each tile's first segment (or -1: nothing to do here);
+// a block takes every gridDim-th tile, reads their entries BLOCK at a time and skips the empty
+// ones. A tile's segments (the one entering it, then those beginning in it) come into shared
+// memory BLOCK at a time while its elements load; each thread folds, element by element in
+// order, every segment that meets its E elements: one that begins and ends there is written at
+// once, one entering is its head, one leaving its tail. A scan over the threads in order (a
+// restart flag and a partial; the same tree every time) carries each open segment across the
+// threads, so a head ends as the threads before it plus its own part; the partial entering the
+// tile and the one leaving it go to the workspace for the fix-up. Long segments (past a chunk)
+// are only marked for the chunk kernel; their elements are left alone here. Offsets not in
+// order: the lane groups' body (the group kernel's) instead.
 //
 //   W = 8 (two threads of 4 elements), segments [1,3) [3,7) [7,12): thread 0 (elements 0-3)
 //   writes [1,3) and has the tail x3 of [3,7); thread 1 (4-7) has the head x4+x5+x6 of [3,7),
 //   which the scan ends as x3 + (x4+x5+x6), and the tail x7 of [7,12), which leaves the tile.
 template <class T, class Op, int BLOCK>
-__global__ void __launch_bounds__(BLOCK) seg_tile_kernel(seg_args<T, Op> a) {
-  kernel_entry();
-  if (status_bad(a.d_status)) return;
-  if (a.d_status[1] != kSorted) {
-    group_body<T, Op, BLOCK, 4>(a);
-    return;
-  }
+struct tile_smem {
+  std::int64_t sb[BLOCK], se[BLOCK];  // a window of the tile's segments
+  std::int64_t first[BLOCK];          // the partition's entries of the block's next tiles
+  typename Op::acc_type warp_v[BLOCK / 32];
+  bool warp_f[BLOCK / 32];
+};
+
+template <class T, class Op, int BLOCK>
+__device__ __forceinline__ void tile_body(const seg_args<T, Op>& a, const ragged_ws<typename Op::acc_type>& ws,
+                                          std::uint64_t k, std::int64_t s_lo, tile_smem<T, Op, BLOCK>& sm) {
   using Acc = typename Op::acc_type;
   using V = vec16<T>;
   constexpr int VN = V::size, E = kTileVectors * VN;
   constexpr std::int64_t W = kTileElems<T>;
   static_assert(W == std::int64_t(BLOCK) * E, "the tile's elements");
   constexpr std::int64_t kNone = INT64_MAX;
-  __shared__ std::int64_t sb[BLOCK], se[BLOCK];
-  __shared__ Acc warp_v[BLOCK / 32];
-  __shared__ bool warp_f[BLOCK / 32];
-  const ragged_ws<Acc> ws(a.d_partials, a.chunks, a.tiles);
   const unsigned tid = threadIdx.x;
-  const std::uint64_t k = blockIdx.x;
   const std::int64_t n = static_cast<std::int64_t>(a.p.n), segs = static_cast<std::int64_t>(a.p.outer);
   const std::int64_t chunk = static_cast<std::int64_t>(a.chunk);
   const std::int64_t t0 = static_cast<std::int64_t>(k) * W;
   const std::int64_t tile_end = k + 1 == a.tiles ? kNone : t0 + W;  // segments beginning before it are the tile's
-  // The tile's first segment, as the offset check wrote it; a stale entry (a tile inside a long
-  // segment or gap, which the check leaves alone) fails the check below: nothing begins here.
-  const std::int64_t s_lo = ws.first[k];
-  const bool in_range = s_lo >= 0 && s_lo <= segs;
-  // Windows of BLOCK segments from s_lo - 1 (the one entering the tile, if any): the first
-  // window's slot loads double as the check of s_lo (begin[s_lo - 1] < t0 <= begin[s_lo]).
-  auto load_window = [&](std::int64_t base, bool& owned, bool& relevant) {
-    const std::int64_t sg = base + static_cast<std::int64_t>(tid);
-    std::int64_t b = -1, e = -1;  // before the first segment: never met
-    owned = relevant = false;
-    if (sg >= segs) {
-      b = e = kNone;  // past the last: ends every walk
-    } else if (sg >= 0) {
-      b = a.p.d_begin[sg], e = a.p.d_end[sg];
-      if (sg >= s_lo) {
-        owned = b < tile_end;
-        relevant = owned && e - b <= chunk;
-        if (!owned) b = e = kNone;
-      } else {
-        relevant = e > t0 && e - b <= chunk;  // the segment entering the tile
-      }
-      if (owned && e - b > chunk) mark_long(ws.cover_a, ws.cover_b, static_cast<std::uint64_t>(sg),
-                                            static_cast<std::uint64_t>(b), static_cast<std::uint64_t>(e - b),
-                                            a.chunk, 0, 1);
-    }
-    sb[tid] = b, se[tid] = e;
-    return b;
-  };
-  bool owned = false, relevant = false;
-  if (!in_range) {
-    if (tid == 0) ws.tail_seg[k] = -1;
-    return;  // block-uniform
-  }
-  const std::int64_t b_slot = load_window(s_lo - 1, owned, relevant);
-  const bool wrong = (tid == 0 && s_lo > 0 && b_slot >= t0) || (tid == 1 && s_lo < segs && b_slot < t0);
-  // One barrier for three answers: the check, whether any segment needs this tile's elements,
-  // whether a second window follows (the last slot is still the tile's).
-  bool more = tid == BLOCK - 1 && owned;
-  const bool checked = __syncthreads_or(wrong) == 0;
-  if (!checked || !__syncthreads_or(relevant || more)) {  // block-uniform
-    if (tid == 0) ws.tail_seg[k] = -1;
-    return;
-  }
-  // This thread's elements [p0, p1); it owns segments beginning in [p0, own_end): its elements,
-  // and for the thread holding the last element also the empty segments at n.
+  // This thread's elements [p0, p1), loads in flight while the segments come; it owns segments
+  // beginning in [p0, own_end): its elements, and for the thread holding the last element also
+  // the empty segments at n.
   const std::int64_t p0 = t0 + static_cast<std::int64_t>(tid) * E, p1 = p0 + E;
   const std::int64_t own_end = p0 < n ? (p1 >= n ? n + 1 : p1) : (n == 0 && p0 == 0 ? 1 : p0);
   V v[kTileVectors];
@@ -495,6 +453,28 @@ __global__ void __launch_bounds__(BLOCK) seg_tile_kernel(seg_args<T, Op> a) {
 #pragma unroll
     for (int i = 0; i < E; ++i) v[i / VN].e[i % VN] = p0 + i < n ? a.d_in[p0 + i] : T{};
   }
+  // Windows of BLOCK segments from s_lo - 1 (the one entering the tile, if any).
+  auto load_window = [&](std::int64_t base) {
+    const std::int64_t sg = base + static_cast<std::int64_t>(tid);
+    std::int64_t b = -1, e = -1;  // before the first segment: never met
+    bool owned = false;
+    if (sg >= segs) {
+      b = e = kNone;  // past the last: ends every walk
+    } else if (sg >= 0) {
+      b = a.p.d_begin[sg], e = a.p.d_end[sg];
+      if (sg >= s_lo) {
+        owned = b < tile_end;
+        if (owned && e - b > chunk)
+          mark_long(ws.cover_a, ws.cover_b, static_cast<std::uint64_t>(sg), static_cast<std::uint64_t>(b),
+                    static_cast<std::uint64_t>(e - b), a.chunk, 0, 1);
+        if (!owned) b = e = kNone;
+      }
+    }
+    sm.sb[tid] = b, sm.se[tid] = e;
+    return tid == BLOCK - 1 && owned;  // another window follows
+  };
+  bool more = load_window(s_lo - 1);
+  __syncthreads();
   Acc head = Op::identity(), tail = Op::identity();
   bool has_head = false, through = false, has_tail = false;
   std::int64_t hb = 0, he = 0, hs = -1, tb = 0, ts = -1;
@@ -503,11 +483,11 @@ __global__ void __launch_bounds__(BLOCK) seg_tile_kernel(seg_args<T, Op> a) {
     int lo = 0, hi = BLOCK;  // the first slot that ends past p0 or begins at or after it
     while (lo < hi) {
       const int mid = (lo + hi) / 2;
-      if (se[mid] > p0 || sb[mid] >= p0) hi = mid;
+      if (sm.se[mid] > p0 || sm.sb[mid] >= p0) hi = mid;
       else lo = mid + 1;
     }
     for (int j = lo; j < BLOCK; ++j) {
-      const std::int64_t b = sb[j], e = se[j];
+      const std::int64_t b = sm.sb[j], e = sm.se[j];
       if (b >= own_end) break;
       if (e - b > chunk) continue;  // long: the chunk kernel's
       const std::int64_t qlo = b > p0 ? b : p0, qhi = e < p1 ? e : p1;
@@ -529,8 +509,7 @@ __global__ void __launch_bounds__(BLOCK) seg_tile_kernel(seg_args<T, Op> a) {
     }
     if (!__syncthreads_or(more)) break;  // also: every thread is done with this window
     base += BLOCK;
-    load_window(base, owned, relevant);
-    more = tid == BLOCK - 1 && owned;  // whether another window follows
+    more = load_window(base);
     __syncthreads();
   }
   // The scan: a thread inside one segment passes the partial on (flag 0), any other restarts it
@@ -540,17 +519,18 @@ __global__ void __launch_bounds__(BLOCK) seg_tile_kernel(seg_args<T, Op> a) {
   const unsigned lane = tid & 31u, warp = tid / 32;
 #pragma unroll
   for (int d = 1; d < 32; d *= 2) {
-    const Acc pv = core::shfl_idx(val, static_cast<int>(lane) - d < 0 ? 0 : static_cast<int>(lane) - d);
-    const bool pf = __shfl_sync(0xffffffffu, f, static_cast<int>(lane) - d < 0 ? 0 : static_cast<int>(lane) - d);
+    const int src = static_cast<int>(lane) - d < 0 ? 0 : static_cast<int>(lane) - d;
+    const Acc pv = core::shfl_idx(val, src);
+    const bool pf = __shfl_sync(0xffffffffu, f, src);
     if (static_cast<int>(lane) >= d) {
       if (!f) val = Op::combine(pv, val);
       f = f || pf;
     }
   }
-  if (lane == 31) warp_v[warp] = val, warp_f[warp] = f;
+  if (lane == 31) sm.warp_v[warp] = val, sm.warp_f[warp] = f;
   __syncthreads();
   Acc wv = Op::identity();  // the warps before this one, in order
-  for (unsigned w = 0; w < warp; ++w) wv = warp_f[w] ? warp_v[w] : Op::combine(wv, warp_v[w]);
+  for (unsigned w = 0; w < warp; ++w) wv = sm.warp_f[w] ? sm.warp_v[w] : Op::combine(wv, sm.warp_v[w]);
   if (!f) val = Op::combine(wv, val);  // this thread's inclusive partial
   Acc before = core::shfl_idx(val, lane == 0 ? 0 : static_cast<int>(lane) - 1);
   if (lane == 0) before = wv;
@@ -567,6 +547,39 @@ __global__ void __launch_bounds__(BLOCK) seg_tile_kernel(seg_args<T, Op> a) {
       if (open >= 0) ws.head_part[k] = val;  // the entering segment runs through the whole tile
       ws.tail_seg[k] = -1;
     }
+  }
+  __syncthreads();  // the shared windows and warp totals are free for the next tile
+}
+
+template <class T, class Op, int BLOCK>
+__global__ void __launch_bounds__(BLOCK) seg_tile_kernel(seg_args<T, Op> a) {
+  kernel_entry();
+  if (status_bad(a.d_status)) return;
+  // The partition is whole where the offsets are in order (its write count then is the tiles).
+  if (a.d_status[1] != kSorted || a.d_status[2] + 1ull > a.tiles) {
+    group_body<T, Op, BLOCK, 4>(a);
+    return;
+  }
+  using Acc = typename Op::acc_type;
+  __shared__ tile_smem<T, Op, BLOCK> sm;
+  const ragged_ws<Acc> ws(a.d_partials, a.chunks, a.tiles);
+  const std::uint64_t G = gridDim.x;
+  for (std::uint64_t i0 = 0; i0 * G + blockIdx.x < a.tiles; i0 += BLOCK) {  // block-uniform
+    const std::uint64_t kt = (i0 + threadIdx.x) * G + blockIdx.x;
+    std::int64_t f = -1;
+    if (kt < a.tiles) {
+      f = ws.first[kt];
+      if (f < 0) ws.tail_seg[kt] = -1;  // nothing here: no partial leaves it
+    }
+    sm.first[threadIdx.x] = f;
+    __syncthreads();
+    for (unsigned i = 0; i < BLOCK; ++i) {
+      const std::uint64_t k = (i0 + i) * G + blockIdx.x;
+      const std::int64_t s_lo = sm.first[i];
+      if (k >= a.tiles) break;
+      if (s_lo >= 0) tile_body<T, Op, BLOCK>(a, ws, k, s_lo, sm);  // block-uniform
+    }
+    __syncthreads();  // the entries are read
   }
 }
 

@@ -36,7 +36,7 @@ void check_offsets(const problem& p, const plan& pl, const seg_args<T, Op>& a, c
     part.d_first = w.first;
     part.tile = tile_elems(sizeof(T));
     part.tiles = pl.tiles;
-    part.near = (pl.chunk + part.tile - 1) / part.tile + 1;
+    part.chunk = pl.chunk;
   }
   validate_offsets(p, c.ws->d_seg_status, c.stream, part);
 }
@@ -159,8 +159,8 @@ void launch(const void* d_in, const problem& p, bool, void* d_out, const seg_ctx
       // not in order (the tile kernel then runs the lane groups' body).
       if (pl.tiles > 0) {
         if (pl.tiles > 0x7fffffffull) throw error("tally: internal error: too many ragged tiles");
-        go(seg_tile_kernel<T, Op, kTileBlock>, a, static_cast<unsigned>(pl.tiles), kTileBlock, c,
-           "launching the segmented tile kernel");
+        go_resident<seg_tile_kernel<T, Op, kTileBlock>>(a, static_cast<unsigned>(pl.tiles), kTileBlock, c,
+                                                         "launching the segmented tile kernel");
       } else if (pl.unroll == 8)
         go_resident<seg_group_kernel<T, Op, kGroupBlock, 8>>(a, pl.blocks, kGroupBlock, c, "launching the segmented group kernel");
       else

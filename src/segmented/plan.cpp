@@ -315,11 +315,11 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
     const std::uint64_t resident_chunk = sms * std::max(1, d.max_threads_per_sm / kChunkBlock);
     std::uint64_t bytes = pow2_floor(std::max<std::uint64_t>(1, p.n * eb / (kChunksPerBlock * resident_chunk)));
     bytes = std::min(std::max(bytes, kChunkMinBytes), kChunkMaxBytes);
-    // Lane groups, not tiles: the tile kernel (a sweep candidate) was slower at all but one shape
-    // of the sweep (H100, 2026-11-26 16:26 UTC, f32 sums, graph us, tiles / the rule of then):
-    // at 2^28, 2^22 segments of mean 64 752.3 / 542.6, 2^16 of mean 4096 553.9 / 394.4; at 2^24,
-    // 2^12 segments 56.9 / 46.7, 2^18 66.7 / 66.0; at 2^20, 2^8 segments 16.5 / 16.0, 2^14 16.7 /
-    // 21.4 (where the wider lane groups above take 15.5): docs/tuning.md "Ragged tiles".
+    // Lane groups, not tiles: the tile kernel (a sweep candidate) was slower at every shape of
+    // the sweep (H100, 2026-11-26 16:55 UTC, f32 sums, graph us, its best chunk / the rule): at
+    // 2^28, 2^22 segments of mean 64 773.1 / 556.6, 2^16 of mean 4096 530.5 / 394.6; at 2^24,
+    // 2^12 segments 54.3 / 46.2, 2^18 68.5 / 67.0; at 2^20 17.4 / 14.9 and 18.1 / 15.7
+    // (docs/data/segmented-sweep-h100-ragged-tiles.md; docs/tuning.md "Ragged segments").
     fill_ragged(r, p, g, bytes, few && acc_bytes <= kRowTileEightMaxAcc ? 8 : 4, false, elem_bytes, acc_bytes, sms, d);
     return r;
   }

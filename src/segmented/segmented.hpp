@@ -28,16 +28,18 @@ seg_launch_fn launcher(core::kind k);
 seg_launch_fn find_launcher(dtype t, core::kind k);
 
 inline constexpr unsigned long long kStatusOkHost = ~0ull;
-// Where the offset check also finds each tile's first segment (the ragged tile kernel's
-// partition): tile k of `tile` elements gets the first segment beginning at or after k * tile,
-// for the tiles a segment before it can reach (`near` after a begin) and the tile of each begin;
-// the tiles in between lie inside a long segment or a gap, and keep stale entries (checked).
+// Where the offset check also writes the ragged tile kernel's partition: tile k of `tile`
+// elements gets the first segment beginning at or after k * tile, or -1 where the tile holds
+// nothing of a segment that the tile kernel reduces (it lies inside a segment longer than
+// `chunk`, or in a gap, and no segment begins in it). Offsets in order write each tile once; a
+// third status word counts the writes, which stop past `tiles` (offsets out of order), and the
+// tile kernel then runs the lane groups instead.
 struct tile_partition {
   std::int64_t* d_first = nullptr;
-  std::uint64_t tile = 0, tiles = 0, near = 0;
+  std::uint64_t tile = 0, tiles = 0, chunk = 0;
 };
 // Sets *d_status to kStatusOkHost, then to the smallest s with bad offsets (stream-ordered);
-// with a partition, also writes it.
+// with a partition, also writes it (d_status[2]: the count of its writes, less one).
 void validate_offsets(const problem& p, unsigned long long* d_status, cudaStream_t stream,
                       const tile_partition& part = {});
 
