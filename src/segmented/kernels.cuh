@@ -53,9 +53,11 @@ inline constexpr unsigned long long kSorted = ~0ull;
 // its first element that began before it (A), the long segment that begins in it (B), and the
 // partials of both; per tile (tile plans), the first segment beginning in it or later (written by
 // the offset check), the segment begun in it that runs past its end (or -1) and the partials of
-// the segment entering it and of that one. Entries are only trusted once checked against the
-// offsets, so stale ones from earlier calls are harmless: at most one segment in order can cover
-// a given element. The 8-byte arrays come first (the partials' alignment).
+// the segment entering it and of that one. The chunks' entries are only trusted once checked
+// against the offsets, so stale ones from earlier calls are harmless: at most one segment in
+// order can cover a given element; the tiles' are all written every call before they are read
+// (the partition by the offset check, the rest by the tile kernel). The 8-byte arrays come first
+// (the partials' alignment).
 template <class Acc>
 struct ragged_ws {
   std::int64_t* cover_a;
