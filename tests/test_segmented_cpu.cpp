@@ -88,6 +88,12 @@ TEST(SegmentedPlanCpu, StrategyFollowsTheShape) {
   EXPECT_EQ(seg::make_plan(rows(1u << 20, 16), 4, 4, false, h100()).unroll, 4);
   EXPECT_EQ(seg::make_plan(rows(1u << 22, 64), 4, 4, false, h100()).unroll, 8);
   EXPECT_EQ(seg::make_plan(rows(1u << 24, 16), 4, 16, false, h100()).unroll, 4);
+  // Ops that commute exactly (sums, means) reduce-scatter their row tiles' steps: four in flight.
+  seg::device_limits commuting = h100();
+  commuting.commutes = true;
+  EXPECT_EQ(seg::make_plan(rows(1u << 24, 16), 4, 4, false, commuting).how, seg::strategy::rowtile);
+  EXPECT_EQ(seg::make_plan(rows(1u << 24, 16), 4, 4, false, commuting).unroll, 4);
+  EXPECT_EQ(seg::make_plan(rows(1u << 22, 64), 4, 4, false, commuting).unroll, 4);
   EXPECT_EQ(seg::make_plan(rows(1u << 8, 1024), 4, 4, false, h100()).how, seg::strategy::group);
   pl = seg::make_plan(rows(1u << 17, 2048), 4, 4, false, h100());
   EXPECT_EQ(pl.how, seg::strategy::group);

@@ -232,6 +232,45 @@ __global__ void __launch_bounds__(BLOCK) seg_group_kernel(seg_args<T, Op> a) {
   group_body<T, Op, BLOCK, U>(a);
 }
 
+// Ops whose combine gives the same bits in either order (integer and float sums, the means of
+// sums): row tiles may then reduce-scatter their steps' partials instead of a tree per step.
+template <class Op>
+inline constexpr bool kCommutes = false;
+template <class T>
+inline constexpr bool kCommutes<core::op_sum<T>> = true;
+template <class B, class R>
+inline constexpr bool kCommutes<core::op_mean<B, R>> = kCommutes<B>;
+
+// Row tiles of M lanes a row (2 <= M <= U): the U steps' partials of each group of M lanes are
+// reduce-scattered, halving at each of log2(M) shuffle rounds (lane lv keeps the upper half where
+// its bit d is set, the lower half where not, and adds its partner's copy of that half), so lane
+// lv ends with the whole rows of steps lv * U / M .. + U / M - 1; each row is the same
+// expression as the tree's, (a0 + a2) + (a1 + a3) for M = 4, and so the same bits for ops that
+// commute. U / M stores of 4 or 8 bytes a lane, each 32 rows of the warp, then follow: log2(M)
+// rounds of U / 2 + ... shuffles instead of a tree per step (M - 1 each) and the gather.
+template <int M, int U, class T, class Op>
+__device__ __forceinline__ void rowtile_scatter(const seg_args<T, Op>& a, typename Op::acc_type (&pa)[U],
+                                                std::uint64_t r0, unsigned lane32) {
+  static_assert(M >= 2 && M <= U, "a reduce-scatter of U steps over M lanes");
+  const unsigned lv = lane32 & (M - 1), gi = lane32 / M;
+  constexpr unsigned kRowsPerStep = 32 / M;
+#pragma unroll
+  for (int d = M / 2, h = U / 2; d >= 1; d /= 2, h /= 2) {
+    const bool upper = (lv & static_cast<unsigned>(d)) != 0;
+#pragma unroll
+    for (int i = 0; i < h; ++i) {
+      const auto send = upper ? pa[i] : pa[i + h];
+      const auto keep = upper ? pa[i + h] : pa[i];
+      pa[i] = Op::combine(keep, core::shfl_words(send, [d](std::uint32_t x) { return __shfl_xor_sync(0xffffffffu, x, d); }));
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < U / M; ++i) {
+    const std::uint64_t r = r0 + (std::uint64_t(lv) * (U / M) + i) * kRowsPerStep + gi;
+    if (r < a.p.outer) a.d_out[r] = core::finalize_with<Op>(pa[i], a.p.length, a.d_in + r * a.p.outer_stride);
+  }
+}
+
 // Short rows of m = group whole 16-byte vectors (m a power of two, rows 16-byte aligned): lane l
 // of a warp reads vector l % m of row l / m of a step of 32 / m rows, so each warp load is 512
 // contiguous bytes when the rows are packed; U steps' loads are in flight per lane (4 or 8), then
@@ -239,7 +278,8 @@ __global__ void __launch_bounds__(BLOCK) seg_group_kernel(seg_args<T, Op> a) {
 // by consecutive lanes (a 128-byte store of 32 four-byte results where the step's first lanes
 // would store 32 / m of them at a time); results of other sizes (argmin/argmax, stats: their
 // registers), and rows of one vector, are
-// stored by each step's first lanes.
+// stored by each step's first lanes. Ops that commute exactly (kCommutes) with 2-8 lanes a row
+// (at most U) reduce-scatter the steps instead (rowtile_scatter): no tree per step, no gather.
 template <class T, class Op, int BLOCK, int U = 4>
 __global__ void __launch_bounds__(BLOCK) seg_rowtile_kernel(seg_args<T, Op> a) {
   kernel_entry();
@@ -271,6 +311,20 @@ __global__ void __launch_bounds__(BLOCK) seg_rowtile_kernel(seg_args<T, Op> a) {
       if (r < a.p.outer) {
         v[u] = core::load_vec<core::load_hint::ldg>(vb + r * ldv + lv);
         if constexpr (B) w[u] = core::load_vec<core::load_hint::ldg>(vb2 + r * ldv2 + lv);
+      }
+    }
+    if constexpr (kCommutes<Op> && !B && kGather) {
+      if (m >= 2 && m <= static_cast<unsigned>(U) && m <= 8) {  // warp-uniform
+        Acc pa[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const std::uint64_t r = r0 + u * rows_per_step + lane32 / m;
+          pa[u] = r < a.p.outer ? core::fold_vec<Op>(Op::identity(), v[u], std::uint64_t(lv) * VN) : Op::identity();
+        }
+        if (m == 2) rowtile_scatter<2, U>(a, pa, r0, lane32);
+        else if (m == 4) rowtile_scatter<4, U>(a, pa, r0, lane32);
+        else if constexpr (U >= 8) rowtile_scatter<8, U>(a, pa, r0, lane32);
+        continue;
       }
     }
     [[maybe_unused]] Out res[kGather ? U : 1];

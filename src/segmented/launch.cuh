@@ -49,7 +49,9 @@ plan plan_of(const problem& p, bool exact, const seg_ctx& c) {
                                               forced->how == strategy::rowtile);
   const bool fits = forced != nullptr && (p.ragged() ? forced->how == strategy::ragged
                                                      : forced->how != strategy::ragged && row_plan == p.contiguous());
-  const plan pl = fits ? *forced : make_plan(p, sizeof(T), sizeof(typename Op::acc_type), exact, c.limits);
+  device_limits lim = c.limits;
+  lim.commutes = kCommutes<Op> && !core::binary_v<Op>;
+  const plan pl = fits ? *forced : make_plan(p, sizeof(T), sizeof(typename Op::acc_type), exact, lim);
   record_plan(pl);
   return pl;
 }

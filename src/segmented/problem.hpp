@@ -95,6 +95,8 @@ struct device_limits {
   std::uint64_t partial_bytes = 4u << 20;  // the segmented partials buffer of a workspace
   unsigned max_tiles = 2048;     // per-segment counters in the workspace
   int columns_blocks_per_sm = 0;  // resident blocks of the op's columns kernel (0: max_threads_per_sm / kColumnsBlock)
+  bool commutes = false;  // the op's combine gives the same bits in either order: row tiles reduce-scatter
+                          // their steps (four in flight, never eight: kernels.cuh, rowtile_scatter)
 };
 
 inline constexpr int kGroupBlock = 256;    // threads per block of the group kernel
