@@ -52,6 +52,15 @@ plan plan_of(const problem& p, bool exact, const seg_ctx& c) {
   device_limits lim = c.limits;
   lim.commutes = kCommutes<Op> && !core::binary_v<Op>;
   const plan pl = fits ? *forced : make_plan(p, sizeof(T), sizeof(typename Op::acc_type), exact, lim);
+  // A forced ragged plan must have been made for this call's n and element type: its chunks and
+  // tiles size the workspace and the partition, which the kernels trust.
+  if (fits && p.ragged()) {
+    const std::uint64_t n = p.n, tile = tile_elems(sizeof(T));
+    const std::uint64_t want_tiles = pl.tiles > 0 ? std::max<std::uint64_t>(1, (n + tile - 1) / tile) : 0;
+    const std::uint64_t want_chunks = pl.chunk > 0 ? std::max<std::uint64_t>(1, (n + pl.chunk - 1) / pl.chunk) : 0;
+    if (pl.tiles != want_tiles || pl.chunks != want_chunks)
+      throw error("tally: internal error: a forced ragged plan made for another input size or element type");
+  }
   record_plan(pl);
   return pl;
 }
