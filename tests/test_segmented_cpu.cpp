@@ -174,16 +174,57 @@ TEST(SegmentedPlanCpu, StrategyFollowsTheShape) {
   EXPECT_EQ(seg::make_plan(one, 4, 4, false, h100()).how, seg::strategy::columns);
 }
 
+// A ragged problem of `segments` segments over n elements (the rule reads only the counts).
+seg::problem ragged(std::uint64_t segments, std::uint64_t n) {
+  static const std::int64_t fake = 0;
+  seg::problem p;
+  p.outer = segments, p.n = n, p.d_begin = p.d_end = &fake;
+  return p;
+}
+
+// Few ragged segments (at most kPiecesMaxSegments) of at most 64 MiB: pieces, one launch. Pieces
+// of about one a SM (8 KiB to 32 KiB of input), a bound of ceil(n / chunk) + segments pieces, a
+// partial each in the workspace (the piece grows where it would not hold them); 1025 segments:
+// lane groups.
+TEST(SegmentedPlanCpu, RaggedPieces) {
+  auto pl = seg::make_plan(ragged(256, 1u << 20), 4, 4, false, h100());
+  EXPECT_EQ(pl.how, seg::strategy::pieces);
+  EXPECT_EQ(pl.chunk * 4, 16u << 10);  // 4 MiB / 132 = 31.8 KiB: the power of two below
+  EXPECT_EQ(pl.chunks, (1u << 20) / pl.chunk + 256);
+  EXPECT_EQ(pl.blocks, 256u + 256u);  // under one wave of 256-thread blocks (132 x 8)
+  EXPECT_EQ(seg::scratch_bytes(ragged(256, 1u << 20), pl, 4, 4), pl.chunks * 4);
+  EXPECT_EQ(seg::make_plan(ragged(1, 1u << 24), 4, 4, false, h100()).chunk * 4, 32u << 10);
+  EXPECT_EQ(seg::make_plan(ragged(1024, 1000), 4, 4, false, h100()).how, seg::strategy::pieces);
+  EXPECT_EQ(seg::make_plan(ragged(1025, 1u << 20), 4, 4, false, h100()).how, seg::strategy::ragged);
+  EXPECT_EQ(seg::make_plan(ragged(256, 1u << 20), 4, 4, true, h100()).how, seg::strategy::exact_block);
+  // Past 64 MiB of input, lane groups and chunks (their blocks read better there).
+  EXPECT_EQ(seg::make_plan(ragged(16, 1u << 24), 4, 4, false, h100()).how, seg::strategy::pieces);
+  EXPECT_EQ(seg::make_plan(ragged(16, (1u << 24) + 1), 4, 4, false, h100()).how, seg::strategy::ragged);
+  EXPECT_EQ(seg::make_plan(ragged(16, 1u << 23), 8, 8, false, h100()).how, seg::strategy::pieces);
+  // The workspace bounds the pieces of a candidate: the piece grows.
+  for (const auto& c : seg::ragged_candidates(ragged(1000, std::uint64_t(1) << 40), 4, 16, h100())) {
+    if (c.how != seg::strategy::pieces) continue;
+    EXPECT_LE(c.chunks * 16, 4u << 20);
+    EXPECT_GE(c.chunk * (c.chunks - 1000), std::uint64_t(1) << 40);
+    EXPECT_EQ(c.chunk % 4, 0u);
+  }
+  // The sweep: the lane groups' candidates (21, as for more segments), then pieces of 4 KiB to
+  // 256 KiB.
+  const auto rc = seg::ragged_candidates(ragged(256, 1u << 20), 4, 4, h100());
+  ASSERT_EQ(rc.size(), 21u + 7u);
+  for (std::size_t i = 0; i < rc.size(); ++i) {
+    EXPECT_EQ(rc[i].how, i < 21 ? seg::strategy::ragged : seg::strategy::pieces) << i;
+    if (i >= 21) {
+      EXPECT_EQ(rc[i].chunk * 4, std::uint64_t(4) << (10 + i - 21)) << i;
+      EXPECT_EQ(rc[i].chunks, ((1u << 20) + rc[i].chunk - 1) / rc[i].chunk + 256) << i;
+    }
+  }
+}
+
 // Ragged segments: groups from the mean length, warps past short_max, chunks of 16-256 KiB of
 // input for long ones, within the workspace; columns narrow their tiles so that a tile's last
 // block combines at most 16 Ki partials.
 TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
-  static const std::int64_t fake = 0;
-  auto ragged = [&](std::uint64_t segments, std::uint64_t n) {
-    seg::problem p;
-    p.outer = segments, p.n = n, p.d_begin = p.d_end = &fake;
-    return p;
-  };
   auto pl = seg::make_plan(ragged(1u << 22, 1u << 28), 4, 4, false, h100());
   EXPECT_EQ(pl.how, seg::strategy::ragged);
   EXPECT_EQ(pl.group, 1);  // mean 64 elements: 16 vectors; lanes sized for a quarter of the mean
@@ -202,8 +243,9 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
   pl = seg::make_plan(ragged(1u << 18, 1u << 24), 4, 4, false, h100());
   EXPECT_EQ(pl.group, 1);
   EXPECT_EQ(pl.unroll, 4);
-  pl = seg::make_plan(ragged(256, 1u << 20), 4, 4, false, h100());
-  EXPECT_EQ(pl.group, 32);
+  pl = seg::make_plan(ragged(2048, 1u << 20), 4, 4, false, h100());
+  EXPECT_EQ(pl.how, seg::strategy::ragged);
+  EXPECT_EQ(pl.group, 32);  // mean 512: eight lanes, widened (2048 x 32 <= 135168)
   EXPECT_EQ(pl.unroll, 8);
   EXPECT_EQ(pl.chunk * 4, 16u << 10);  // small inputs: the smallest chunk, many blocks
   EXPECT_LE(pl.short_max, pl.chunk);
@@ -211,11 +253,11 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
   // chunk, the rule's group with other chunks; each within the workspace, short_max <= chunk.
   // Tiles at the rule's chunk and at 4, 8, 32 and 64 KiB (16 KiB tiles, a block each, their
   // entries in the workspace beside the chunks'), the lane groups, the rule's with those chunks.
-  const auto rc = seg::ragged_candidates(ragged(256, 1u << 20), 4, 4, h100());
+  const auto rc = seg::ragged_candidates(ragged(2048, 1u << 20), 4, 4, h100());
   EXPECT_EQ(rc.size(), 5u + 12u + 4u);
   for (std::size_t i = 0; i < rc.size(); ++i) {
     EXPECT_EQ(rc[i].tiles, i < 5 ? (1u << 20) / seg::tile_elems(4) : 0u) << i;
-    EXPECT_EQ(seg::scratch_bytes(ragged(256, 1u << 20), rc[i], 4, 4),
+    EXPECT_EQ(seg::scratch_bytes(ragged(2048, 1u << 20), rc[i], 4, 4),
               (rc[i].chunks + rc[i].tiles) * seg::ragged_chunk_bytes(4));
   }
   for (const auto& c : rc) {
@@ -226,7 +268,8 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
   }
   EXPECT_TRUE(seg::ragged_candidates(columns(64, 64), 4, 4, h100()).empty());
   // Past what the workspace holds per chunk, the chunk grows (and there are no tiles).
-  pl = seg::make_plan(ragged(1000, std::uint64_t(1) << 40), 4, 16, false, h100());
+  pl = seg::make_plan(ragged(2000, std::uint64_t(1) << 40), 4, 16, false, h100());
+  EXPECT_EQ(pl.how, seg::strategy::ragged);
   EXPECT_EQ(pl.tiles, 0u);
   EXPECT_LE(pl.chunks * seg::ragged_chunk_bytes(16), 4u << 20);
   EXPECT_GE(pl.chunk * pl.chunks, std::uint64_t(1) << 40);

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <utility>
@@ -224,6 +225,17 @@ TEST(SegmentedGpu, RaggedSegments) {
   }
 }
 
+// The plan rule's inputs for the current GPU, as the library reads them.
+seg::device_limits this_gpu_limits() { return seg::limits_for(core::current_context()); }
+
+// The plan the sweep forces, for one call (the rule's again afterwards, also on a throw).
+struct forced_plan {
+  explicit forced_plan(const seg::plan& p) { seg::force_plan(&p); }
+  ~forced_plan() { seg::force_plan(nullptr); }
+  forced_plan(const forced_plan&) = delete;
+  forced_plan& operator=(const forced_plan&) = delete;
+};
+
 // Ragged segments in order (the chunked path for long ones): a heavy tail of lengths up to many
 // chunks, empty segments, gaps between segments, segments ending or beginning on a chunk
 // boundary; every op of the suite against the reference, and the same bits twice.
@@ -245,9 +257,7 @@ void ragged_in_order(std::uint64_t segments, std::uint64_t max_len) {
   device_buffer d(n * sizeof(T)), db(segments * 8 + 8), de(segments * 8 + 8);
   d.upload(x.data(), n * sizeof(T));
   if (segments) db.upload(b.data(), segments * 8), de.upload(e.data(), segments * 8);
-  std::vector<std::vector<std::uint64_t>> ranges(segments);
-  for (std::uint64_t s = 0; s < segments; ++s)
-    for (std::int64_t k = b[s]; k < e[s]; ++k) ranges[s].push_back(static_cast<std::uint64_t>(k));
+  const auto ranges = segment_ranges(b, e);
   const dtype t = dtype_of<T>();
   for (op o : ops_for<T>()) {
     device_buffer out(segments * 16 + 16), again(segments * 16 + 16);
@@ -274,13 +284,15 @@ TEST(SegmentedGpu, RaggedInOrderLongSegments) {
   const auto x = small_ints<std::int32_t>(n, test_seed() + 5);
   device_buffer d(n * 4);
   d.upload(x.data(), n * 4);
-  const std::int64_t c = static_cast<std::int64_t>(seg::make_plan([&] {
-                                                      seg::problem p;
-                                                      p.outer = 1, p.n = n;
-                                                      static const std::int64_t fake = 0;
-                                                      p.d_begin = p.d_end = &fake;
-                                                      return p;
-                                                    }(), 4, 8, false, seg::limits_for(core::current_context())).chunk);
+  // The lane groups' plan (its chunks; few segments run as pieces by the rule), forced, and the rule.
+  seg::problem q;
+  static const std::int64_t fake = 0;
+  q.outer = 6, q.n = n, q.d_begin = q.d_end = &fake;
+  seg::plan groups;
+  for (const seg::plan& cand : seg::ragged_candidates(q, 4, 8, seg::limits_for(core::current_context())))
+    if (cand.how == seg::strategy::ragged && cand.tiles == 0 && groups.chunks == 0) groups = cand;
+  ASSERT_GT(groups.chunks, 0u);
+  const std::int64_t c = static_cast<std::int64_t>(groups.chunk);
   std::vector<std::int64_t> b{0, c, 2 * c + 1, 3 * c + 1, 5 * c, 0}, e{c, 2 * c + 1, 3 * c - 1, 5 * c, 5 * c, static_cast<std::int64_t>(n)};
   device_buffer db(b.size() * 8), de(e.size() * 8), out(b.size() * 16);
   // The last segment overlaps the others: the set is out of order and runs without chunks; the
@@ -290,11 +302,16 @@ TEST(SegmentedGpu, RaggedInOrderLongSegments) {
     std::vector<std::vector<std::uint64_t>> ranges(count);
     for (std::uint64_t s = 0; s < count; ++s)
       for (std::int64_t k = b[s]; k < e[s]; ++k) ranges[s].push_back(static_cast<std::uint64_t>(k));
-    for (op o : {op::sum, op::argmax, op::argmin, op::min}) {
-      reduce_segments(d.get(), n, static_cast<const std::int64_t*>(db.get()), static_cast<const std::int64_t*>(de.get()),
-                      count, dtype::i32, o, out.get());
-      check_results(("chunk-boundary segments, chunk " + std::to_string(c)).c_str(), x, ranges, o, out);
-    }
+    for (op o : {op::sum, op::argmax, op::argmin, op::min})
+      for (bool force : {false, true}) {
+        std::unique_ptr<forced_plan> f;
+        if (force) f = std::make_unique<forced_plan>(groups);
+        reduce_segments(d.get(), n, static_cast<const std::int64_t*>(db.get()), static_cast<const std::int64_t*>(de.get()),
+                        count, dtype::i32, o, out.get());
+        f.reset();
+        check_results(("chunk-boundary segments, chunk " + std::to_string(c) + " (" + seg::last_plan().why + ")").c_str(), x,
+                      ranges, o, out);
+      }
   }
 }
 
@@ -447,16 +464,6 @@ TEST(SegmentedGpu, BadOffsetsWriteNothing) {
 
 // Same shape twice: the same bits (float sums of random data, split and group plans); and a
 // captured graph gives the same results as the direct call.
-// The plan rule's inputs for the current GPU, as the library reads them.
-seg::device_limits this_gpu_limits() { return seg::limits_for(core::current_context()); }
-
-// The plan the sweep forces, for one call (the rule's again afterwards, also on a throw).
-struct forced_plan {
-  explicit forced_plan(const seg::plan& p) { seg::force_plan(&p); }
-  ~forced_plan() { seg::force_plan(nullptr); }
-  forced_plan(const forced_plan&) = delete;
-  forced_plan& operator=(const forced_plan&) = delete;
-};
 
 // Thin columns with four vectors of results per thread: a short axis and more than four vectors
 // of columns per resident thread (the plan rule's threshold, from this GPU's properties), the
@@ -661,8 +668,7 @@ TEST(SegmentedGpu, EveryRaggedCandidateIsRight) {
           reduce_segments(di.get(), n, pb, pe, segments, dtype::f32, o, out.get());
         }
         const seg::plan ran = seg::last_plan();
-        EXPECT_TRUE(ran.how == seg::strategy::ragged && ran.group == c.group && ran.chunk == c.chunk &&
-                    ran.unroll == c.unroll);
+        EXPECT_TRUE(ran.how == c.how && ran.group == c.group && ran.chunk == c.chunk && ran.unroll == c.unroll);
         const std::string what = "ragged " + std::to_string(segments) + " forced g" + std::to_string(c.group) +
                                  " chunk " + std::to_string(c.chunk) + " u" + std::to_string(c.unroll);
         check_results(what.c_str(), xi, ranges, o, out);
@@ -789,6 +795,141 @@ TEST(SegmentedGpu, ForcedRaggedPlanOfAnotherInputIsRefused) {
   ASSERT_GT(f32[0].tiles, 0u);
   const forced_plan f(f32[0]);
   EXPECT_THROW(reduce_segments(d.get(), n, pb, pe, segments, dtype::f64, op::sum, out.get()), error);
+}
+
+// Few ragged segments (the pieces plan: one launch, every block reads all the offsets). For the
+// rule's piece size and every forced candidate: segments of exactly one piece, one more and one
+// less, several pieces, empty ones (at 0, between, at n), a segment of the whole input
+// overlapping the others, one out of order, begins off 16-byte alignment; 300 segments over the
+// same elements (more pieces than the workspace's partials at the plan's size); kPiecesMaxSegments
+// segments (the last thread's count); every op of the suite against the reference (small
+// integers: ties across pieces for argmin/argmax); float sums bitwise the same twice and in a
+// captured graph; a forced pieces plan for more segments than it may take is refused.
+template <class T>
+void ragged_pieces_case(const char* what, const std::vector<std::int64_t>& b, const std::vector<std::int64_t>& e,
+                        std::uint64_t n) {
+  const std::uint64_t segments = b.size();
+  const auto x = small_ints<T>(n, test_seed() + n + segments * 3);
+  device_buffer d(n * sizeof(T) + 16), db(segments * 8 + 8), de(segments * 8 + 8);
+  d.upload(x.data(), n * sizeof(T));
+  db.upload(b.data(), segments * 8), de.upload(e.data(), segments * 8);
+  const auto* pb = static_cast<const std::int64_t*>(db.get());
+  const auto* pe = static_cast<const std::int64_t*>(de.get());
+  const auto ranges = segment_ranges(b, e);
+  seg::problem p;
+  p.outer = segments, p.n = n, p.d_begin = pb, p.d_end = pe, p.aligned16 = true;
+  for (op o : ops_for<T>()) {
+    device_buffer out(segments * 16 + 16);
+    reduce_segments(d.get(), n, pb, pe, segments, dtype_of<T>(), o, out.get());
+    const seg::plan rule = seg::last_plan();
+    EXPECT_EQ(rule.how, seg::strategy::pieces) << what << ": " << rule.why;
+    check_results((std::string(what) + " (" + rule.why + ")").c_str(), x, ranges, o, out);
+    const int acc = o == op::argmin || o == op::argmax ? 16 : 8;
+    int pieces = 0;
+    for (const seg::plan& c : seg::ragged_candidates(p, sizeof(T), acc, this_gpu_limits())) {
+      if (c.how != seg::strategy::pieces) continue;
+      ++pieces;
+      {
+        const forced_plan f(c);
+        reduce_segments(d.get(), n, pb, pe, segments, dtype_of<T>(), o, out.get());
+      }
+      EXPECT_EQ(seg::last_plan().chunk, c.chunk);
+      check_results((std::string(what) + " forced pieces of " + std::to_string(c.chunk)).c_str(), x, ranges, o, out);
+    }
+    EXPECT_GE(pieces, 3) << what;
+  }
+}
+
+TEST(SegmentedGpu, RaggedPiecesEdges) {
+  TALLY_REQUIRE_GPU();
+  seg::problem q;
+  static const std::int64_t fake = 0;
+  q.outer = 7, q.n = 1u << 20, q.d_begin = q.d_end = &fake;
+  const seg::plan pl = seg::make_plan(q, 4, 4, false, this_gpu_limits());
+  ASSERT_EQ(pl.how, seg::strategy::pieces) << pl.why;
+  const std::int64_t c = static_cast<std::int64_t>(pl.chunk);
+  // Piece boundaries: exactly a piece, one more, one less, three pieces and a bit from an odd
+  // begin, empties at 0, between and at n, the whole input (overlapping), one out of order (the last).
+  const std::int64_t n = 9 * c + 5;
+  std::vector<std::int64_t> b{0, 0, c, 2 * c + 1, 3 * c, 3 * c + 3, 7 * c, 0, n, 8 * c},
+      e{0, c, 2 * c + 1, 3 * c, 3 * c, 6 * c + 7, 7 * c, n, n, 8 * c + 9};
+  ragged_pieces_case<std::int32_t>("piece boundaries", b, e, static_cast<std::uint64_t>(n));
+  ragged_pieces_case<float>("piece boundaries", b, e, static_cast<std::uint64_t>(n));
+  ragged_pieces_case<double>("piece boundaries", b, e, static_cast<std::uint64_t>(n));
+  ragged_pieces_case<std::uint8_t>("piece boundaries", b, e, static_cast<std::uint64_t>(n));
+  // Segments overlapping many times over (each the whole input, or most of it): more pieces than
+  // the plan's bound of ceil(n / chunk) + segments partials, so the kernel takes longer pieces.
+  b.assign(300, 0), e.assign(300, n);
+  for (std::size_t s = 0; s < b.size(); s += 3) b[s] = static_cast<std::int64_t>(s), e[s] = n - static_cast<std::int64_t>(s % 7);
+  ragged_pieces_case<float>("300 overlapping segments", b, e, static_cast<std::uint64_t>(n));
+  ragged_pieces_case<std::int32_t>("300 overlapping segments", b, e, static_cast<std::uint64_t>(n));
+  // kPiecesMaxSegments segments with heavy-tailed lengths, empty ones included.
+  std::mt19937_64 rng(test_seed() + 29);
+  b.clear(), e.clear();
+  std::int64_t at = 0;
+  for (std::uint64_t s = 0; s < seg::kPiecesMaxSegments; ++s) {
+    const double u = std::uniform_real_distribution<double>(1e-4, 1.0)(rng);
+    const std::int64_t len = s % 5 == 0 ? 0 : static_cast<std::int64_t>(4.0 * std::pow(u, -1.0 / 1.2));
+    b.push_back(at), e.push_back(at + len);
+    at += len;
+  }
+  ragged_pieces_case<float>("1024 heavy-tailed segments", b, e, static_cast<std::uint64_t>(std::max<std::int64_t>(at, 1)));
+
+  // Float sums: the same bits twice and in a captured graph.
+  const std::uint64_t fn = small_only() ? (1u << 18) : (1u << 22);
+  const auto fi = static_cast<std::int64_t>(fn);
+  const std::vector<std::int64_t> fb{0, 5, 1000, 1000, 300000 % fi, 7}, fe{5, 1000, fi - 3, 1000, fi, fi};
+  const std::uint64_t fs = fb.size();
+  const auto xf = random_vector<float>(fn, test_seed() + 31, -1, 1);
+  device_buffer d(fn * 4), db(fs * 8), de(fs * 8), o1(fs * 4), o2(fs * 4), o3(fs * 4);
+  d.upload(xf.data(), fn * 4), db.upload(fb.data(), fs * 8), de.upload(fe.data(), fs * 8);
+  const auto* pb = static_cast<const std::int64_t*>(db.get());
+  const auto* pe = static_cast<const std::int64_t*>(de.get());
+  reduce_segments(d.get(), fn, pb, pe, fs, dtype::f32, op::sum, o1.get());
+  ASSERT_EQ(seg::last_plan().how, seg::strategy::pieces);
+  reduce_segments(d.get(), fn, pb, pe, fs, dtype::f32, op::sum, o2.get());
+  cudaStream_t st;
+  ASSERT_EQ(cudaStreamCreate(&st), cudaSuccess);
+  cudaGraph_t g;
+  ASSERT_EQ(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal), cudaSuccess);
+  reduce_segments(d.get(), fn, pb, pe, fs, dtype::f32, op::sum, o3.get(), reinterpret_cast<stream_t>(st));
+  ASSERT_EQ(cudaStreamEndCapture(st, &g), cudaSuccess);
+  cudaGraphExec_t ge;
+  ASSERT_EQ(cudaGraphInstantiate(&ge, g, 0), cudaSuccess);
+  for (int k = 0; k < 3; ++k) ASSERT_EQ(cudaGraphLaunch(ge, st), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+  std::vector<float> h1(fs), h2(fs), h3(fs);
+  o1.download(h1.data(), fs * 4), o2.download(h2.data(), fs * 4), o3.download(h3.data(), fs * 4);
+  EXPECT_EQ(std::memcmp(h1.data(), h2.data(), fs * 4), 0);
+  EXPECT_EQ(std::memcmp(h1.data(), h3.data(), fs * 4), 0);
+  for (std::uint64_t s = 0; s < fs; ++s) {
+    long double want = 0, abs = 0;
+    for (std::int64_t k = fb[s]; k < fe[s]; ++k) want += xf[static_cast<std::size_t>(k)], abs += std::fabs(xf[static_cast<std::size_t>(k)]);
+    const auto len = static_cast<std::uint64_t>(fe[s] - fb[s]);
+    EXPECT_LE(std::fabs(h1[s] - static_cast<double>(want)), static_cast<double>(gamma_h(len + 1, 0x1p-24L) * abs)) << "segment " << s;
+  }
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  release_stream(reinterpret_cast<stream_t>(st));
+  cudaStreamDestroy(st);
+
+  // A pieces plan forced onto more segments than pieces may take is refused before any launch.
+  seg::problem p;
+  p.outer = fs, p.n = fn, p.d_begin = pb, p.d_end = pe;
+  seg::plan forced;
+  for (const seg::plan& cand : seg::ragged_candidates(p, 4, 4, this_gpu_limits()))
+    if (cand.how == seg::strategy::pieces) forced = cand;
+  ASSERT_EQ(forced.how, seg::strategy::pieces);
+  const std::uint64_t many = seg::kPiecesMaxSegments + 1;
+  std::vector<std::int64_t> mb(many), me(many);
+  for (std::uint64_t s = 0; s < many; ++s) mb[s] = me[s] = static_cast<std::int64_t>(s);
+  device_buffer mdb(many * 8), mde(many * 8), mo(many * 4);
+  mdb.upload(mb.data(), many * 8), mde.upload(me.data(), many * 8);
+  forced.chunks = (fn + forced.chunk - 1) / forced.chunk + many;
+  const forced_plan f(forced);
+  EXPECT_THROW(reduce_segments(d.get(), fn, static_cast<const std::int64_t*>(mdb.get()),
+                               static_cast<const std::int64_t*>(mde.get()), many, dtype::f32, op::sum, mo.get()),
+               error);
 }
 
 TEST(SegmentedGpu, DeterministicAndGraphCapturable) {

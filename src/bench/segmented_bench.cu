@@ -59,6 +59,10 @@ std::vector<std::int64_t> ragged_offsets(std::uint64_t n, std::uint64_t segments
   return off;
 }
 
+// The ragged shapes at `total` elements: segments of a mean of 4096 and of 64 elements, and 1024
+// segments (few: the pieces plan; the mean then 1024, 16384, 262144 at 2^20, 2^24, 2^28).
+std::vector<std::uint64_t> ragged_counts(std::uint64_t total) { return {total / 4096, total / 64, 1024}; }
+
 // Runs tally's call (calls[0], results at out) and CUB's (calls[1], results at out + region) once
 // more and compares the first results (up to 64): "ok", or "MISMATCH" past a sum's tolerance.
 std::string compare_first(const std::vector<call_fn>& calls, cudaStream_t stream, const dev_mem& out,
@@ -77,7 +81,7 @@ std::string compare_first(const std::vector<call_fn>& calls, cudaStream_t stream
 // A plan in a table cell: the strategy, the lane group, the blocks per segment.
 // Column tiles add their width in vectors (c32), thin plans their vectors per thread (m4), row
 // tiles and lane groups with eight loads in flight u8; ragged plans their lanes per segment (g)
-// or the tile kernel (tiles), and the chunk in KiB of f32 (k).
+// or the tile kernel (tiles), and the chunk in KiB of f32 (k); pieces their size in KiB of f32 (k).
 std::string plan_cell(const seg::plan& pl) {
   return std::string(seg::to_string(pl.how)) + (pl.how == seg::strategy::group ? " g" + std::to_string(pl.group) : "") +
          (pl.how == seg::strategy::columns ? " c" + std::to_string(pl.col_vecs) : "") +
@@ -87,6 +91,7 @@ std::string plan_cell(const seg::plan& pl) {
          (pl.how == seg::strategy::ragged
               ? (pl.tiles > 0 ? std::string(" tiles") : " g" + std::to_string(pl.group)) + " k" + std::to_string(pl.chunk * 4 / 1024)
               : "") +
+         (pl.how == seg::strategy::pieces ? " k" + std::to_string(pl.chunk * 4 / 1024) : "") +
          ((pl.how == seg::strategy::group || pl.how == seg::strategy::rowtile || pl.how == seg::strategy::ragged) &&
                   pl.unroll != 4
               ? " u" + std::to_string(pl.unroll)
@@ -306,8 +311,8 @@ report run_segmented_bench(const segmented_bench_options& opt) {
             },
             [&](const seg::plan& rule) { return seg::row_candidates(p, 4, 4, sweep_limits(rule)); });
       }
-      // The ragged table's shapes: a mean of 4096 and of 64 elements.
-      for (std::uint64_t segments : {total / 4096, total / 64}) {
+      // The ragged table's shapes: a mean of 4096 and of 64 elements, and 1024 segments.
+      for (std::uint64_t segments : ragged_counts(total)) {
         if (segments == 0 || !form_on("ragged")) continue;
         const auto h = ragged_offsets(total, segments, 11 + lt);
         check(cudaMemcpy(offs.p, h.data(), h.size() * 8, cudaMemcpyHostToDevice), "offsets");
@@ -335,7 +340,7 @@ report run_segmented_bench(const segmented_bench_options& opt) {
                {"gbps", "tally GB/s", 1}, {"pct_ceiling", "% ceiling", 1}};
   for (int lt : table_totals) {
     const std::uint64_t total = std::uint64_t(1) << lt;
-    for (std::uint64_t segments : {total / 4096, total / 64}) {
+    for (std::uint64_t segments : ragged_counts(total)) {
       if (segments == 0) continue;
       const auto h = ragged_offsets(total, segments, 11 + lt);
       check(cudaMemcpy(offs.p, h.data(), h.size() * 8, cudaMemcpyHostToDevice), "offsets");

@@ -26,10 +26,10 @@ seg_args<T, Op> make_args(const void* d_in, const problem& p, const plan& pl, vo
 }
 
 // Ragged problems: the offset check (and, for tile plans, each tile's first segment) ahead of the
-// plan's launches; the kernels read its words first.
+// plan's launches; the kernels read its words first. Pieces check the offsets themselves.
 template <class T, class Op>
 void check_offsets(const problem& p, const plan& pl, const seg_args<T, Op>& a, const seg_ctx& c) {
-  if (!p.ragged()) return;
+  if (!p.ragged() || pl.how == strategy::pieces) return;
   tile_partition part;
   if (pl.how == strategy::ragged && pl.tiles > 0) {
     const ragged_ws<typename Op::acc_type> w(a.d_partials, pl.chunks, pl.tiles);
@@ -47,14 +47,19 @@ plan plan_of(const problem& p, bool exact, const seg_ctx& c) {
   const plan* forced = exact ? nullptr : forced_plan();
   const bool row_plan = forced != nullptr && (forced->how == strategy::group || forced->how == strategy::split ||
                                               forced->how == strategy::rowtile);
-  const bool fits = forced != nullptr && (p.ragged() ? forced->how == strategy::ragged
-                                                     : forced->how != strategy::ragged && row_plan == p.contiguous());
+  const bool ragged_plan = forced != nullptr && (forced->how == strategy::ragged || forced->how == strategy::pieces);
+  const bool fits = forced != nullptr && (p.ragged() ? ragged_plan : !ragged_plan && row_plan == p.contiguous());
   device_limits lim = c.limits;
   lim.commutes = kCommutes<Op> && !core::binary_v<Op>;
   const plan pl = fits ? *forced : make_plan(p, sizeof(T), sizeof(typename Op::acc_type), exact, lim);
   // A forced ragged plan must have been made for this call's n and element type: its chunks and
-  // tiles size the workspace and the partition, which the kernels trust.
-  if (fits && p.ragged()) {
+  // tiles size the workspace and the partition, which the kernels trust (pieces: and for this
+  // many segments, at most kPiecesMaxSegments).
+  if (fits && pl.how == strategy::pieces) {
+    const std::uint64_t want = pl.chunk > 0 ? (p.n + pl.chunk - 1) / pl.chunk + p.outer : 0;
+    if (pl.chunks != want || p.outer > kPiecesMaxSegments || p.outer > c.limits.max_tiles)
+      throw error("tally: internal error: a forced pieces plan made for another input size or segment count");
+  } else if (fits && p.ragged()) {
     const std::uint64_t n = p.n, tile = tile_elems(sizeof(T));
     const std::uint64_t want_tiles = pl.tiles > 0 ? std::max<std::uint64_t>(1, (n + tile - 1) / tile) : 0;
     const std::uint64_t want_chunks = pl.chunk > 0 ? std::max<std::uint64_t>(1, (n + pl.chunk - 1) / pl.chunk) : 0;
@@ -182,6 +187,9 @@ void launch(const void* d_in, const problem& p, bool, void* d_out, const seg_ctx
           (pl.chunks * 32 + kFixupBlock - 1) / kFixupBlock + (pl.tiles + kFixupBlock - 1) / kFixupBlock;
       return go(seg_fixup_kernel<T, Op, kFixupBlock>, a, static_cast<unsigned>(fix_blocks), kFixupBlock, c, "launching the segmented fix-up kernel");
     }
+    case strategy::pieces:
+      return go_resident<seg_pieces_kernel<T, Op, kPiecesBlock>>(a, pl.blocks, kPiecesBlock, c,
+                                                                  "launching the segmented pieces kernel");
     default:
       throw error("tally: internal error: segmented plan " + std::string(to_string(pl.how)) + " for a non-exact op");
   }

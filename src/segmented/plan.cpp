@@ -67,6 +67,17 @@ constexpr std::uint64_t kRowTileVectors = 16;
 // (a warp reads a middle segment alone, at a few GB/s: past a chunk, blocks share the work).
 constexpr std::uint64_t kChunkMinBytes = std::uint64_t(16) << 10, kChunkMaxBytes = std::uint64_t(64) << 10;
 constexpr std::uint64_t kChunksPerBlock = 8;
+// Ragged pieces (few segments): about this many pieces per SM, of 8 KiB to 32 KiB of input, for
+// inputs of at most kPiecesMaxInputBytes. `tally bench segmented --sweep` on the H100 (2026-11-26
+// 19:5x UTC, f32 sums, graph us; pieces of 4 / 8 / 16 / 32 / 64 / 128 KiB, the lane groups' best
+// candidate): 2^20 elements in 2^8 segments 9.95 / 6.83 / 6.69 / 7.00 / 7.06 / 7.53, lane groups
+// 14.6; 2^20 in 2^10 13.92 / 11.65 / 11.09 / 10.50 / 10.65 / 10.41, lane groups 14.82; 2^24 in
+// 2^10 105.0 / 61.8 / 41.0 / 33.6 / 36.8 / 36.2, lane groups 50.9; 2^28 in 2^10 - / 1078 / 598 /
+// 453 / 397 / 376, lane groups and chunks 354.6 (98% of the read ceiling: there the chunks' own
+// blocks, 512 threads, a block per chunk, read better than persistent blocks looping pieces).
+constexpr std::uint64_t kPiecesPerSm = 1;
+constexpr std::uint64_t kPiecesMinBytes = std::uint64_t(8) << 10, kPiecesMaxBytes = std::uint64_t(32) << 10;
+constexpr std::uint64_t kPiecesMaxInputBytes = std::uint64_t(64) << 20;
 // Column tiles sharing an axis: at most this many partials per tile for its last block to combine,
 // and at least this many rows per lane along the axis.
 constexpr std::uint64_t kTilePartials = std::uint64_t(16) << 10;
@@ -191,6 +202,71 @@ void fill_ragged(plan& r, const problem& p, int g, std::uint64_t chunk_bytes, in
             std::to_string(r.chunk) + " elements, a block each";
 }
 
+// Ragged pieces: segments cut into pieces of chunk_bytes of input from their starts, a block per
+// piece; the piece grows where the workspace would not hold a partial per piece.
+void fill_pieces(plan& r, const problem& p, std::uint64_t chunk_bytes, int elem_bytes, int acc_bytes,
+                 std::uint64_t sms, const device_limits& d) {
+  const std::uint64_t vn = 16 / static_cast<std::uint64_t>(elem_bytes), segments = p.outer;
+  r.how = strategy::pieces;
+  r.group = kPiecesBlock;
+  // Whole 16-byte vectors' worth of elements (a segment's pieces share its alignment).
+  r.chunk = std::max<std::uint64_t>(vn, chunk_bytes / static_cast<std::uint64_t>(elem_bytes) / vn * vn);
+  const std::uint64_t slots = std::max<std::uint64_t>(1, d.partial_bytes / static_cast<std::uint64_t>(std::max(acc_bytes, 1)));
+  if (ceil_div(p.n, r.chunk) + segments > slots && slots > segments)
+    r.chunk = ceil_div(ceil_div(p.n, slots - segments), vn) * vn;
+  r.chunks = ceil_div(p.n, r.chunk) + segments;
+  const std::uint64_t resident = sms * static_cast<std::uint64_t>(std::max(1, d.max_threads_per_sm / kPiecesBlock));
+  r.blocks = static_cast<unsigned>(std::min<std::uint64_t>(r.chunks, resident));
+  r.why = std::to_string(segments) + " segments (mean " + std::to_string(segments ? p.n / segments : 0) +
+          " elements) in pieces of " + std::to_string(r.chunk) + " elements, a block each, one launch";
+}
+// Whether a ragged problem may run as pieces: few segments (each block reads all their offsets,
+// each has a workspace counter) and a partial per piece in the workspace.
+bool pieces_fit(const problem& p, int acc_bytes, const device_limits& d) {
+  const std::uint64_t slots = d.partial_bytes / static_cast<std::uint64_t>(std::max(acc_bytes, 1));
+  return p.ragged() && !p.binary() && p.outer >= 1 && p.outer <= kPiecesMaxSegments && p.outer <= d.max_tiles &&
+         2 * p.outer <= slots;
+}
+
+// The ragged rule of lane groups, warps and chunks (any number of segments).
+plan ragged_groups_plan(const problem& p, int elem_bytes, int acc_bytes, const device_limits& d) {
+  plan r;
+  const std::uint64_t vn = 16 / static_cast<std::uint64_t>(elem_bytes);
+  const std::uint64_t sms = static_cast<std::uint64_t>(std::max(1, d.sm_count));
+  const std::uint64_t segments = p.outer;
+  const std::uint64_t nvec = (segments ? p.n / segments : 0) / vn;  // of the mean length
+  // Balanced by elements: a heavy tail puts most of the data in a few segments far longer
+  // than the mean, so lane groups take the short ones, warps the middle ones and blocks cut
+  // the long ones into chunks. A heavy tail puts the median far below the mean: lanes are
+  // sized for a quarter of it. Segments whose lane groups would hold less than half the
+  // GPU's threads get wider groups, up to that half, and eight loads in flight (as few rows
+  // do): `tally bench segmented --sweep` on the H100 (2026-11-26 16:05 UTC, f32 sums, graph
+  // us, 2^20 elements): 2^14 segments of mean 64, one lane 21.2, eight lanes 16.1, with eight
+  // loads 15.5; 2^8 of mean 4096, 32 lanes 15.7, with eight loads 14.6; at 2^24, 2^12 of mean
+  // 4096 46.6 / 45.6; where the groups fill the GPU, eight loads were slower (2^16 segments at
+  // 2^28: 394 / 402).
+  int g = static_cast<int>(std::min<std::uint64_t>(32, pow2_floor(std::max<std::uint64_t>(1, nvec / 16))));
+  const std::uint64_t half_gpu = sms * static_cast<std::uint64_t>(std::max(1, d.max_threads_per_sm)) / 2;
+  const bool few = std::max<std::uint64_t>(1, segments) * static_cast<std::uint64_t>(g) <= half_gpu;
+  while (few && g < 32 && std::max<std::uint64_t>(1, segments) * static_cast<std::uint64_t>(2 * g) <= half_gpu) g *= 2;
+  const std::uint64_t eb = static_cast<std::uint64_t>(elem_bytes);
+  const std::uint64_t resident_chunk = sms * std::max(1, d.max_threads_per_sm / kChunkBlock);
+  std::uint64_t bytes = pow2_floor(std::max<std::uint64_t>(1, p.n * eb / (kChunksPerBlock * resident_chunk)));
+  bytes = std::min(std::max(bytes, kChunkMinBytes), kChunkMaxBytes);
+  // Lane groups, not tiles: the tile kernel (a sweep candidate) was slower at every shape of
+  // the sweep (H100, 2026-11-26 16:55 UTC, f32 sums, graph us, its best chunk / the rule): at
+  // 2^28, 2^22 segments of mean 64 773.1 / 556.6, 2^16 of mean 4096 530.5 / 394.6; at 2^24,
+  // 2^12 segments 54.3 / 46.2, 2^18 68.5 / 67.0; at 2^20 17.4 / 14.9 and 18.1 / 15.7
+  // (docs/data/segmented-sweep-h100-ragged-tiles.md; docs/tuning.md "Ragged segments").
+  fill_ragged(r, p, g, bytes, few && acc_bytes <= kRowTileEightMaxAcc ? 8 : 4, false, elem_bytes, acc_bytes, sms, d);
+  return r;
+}
+// The pieces' size: about kPiecesPerSm pieces a SM, kPiecesMinBytes to kPiecesMaxBytes of input.
+std::uint64_t pieces_bytes(const problem& p, int elem_bytes, std::uint64_t sms) {
+  const std::uint64_t bytes = pow2_floor(std::max<std::uint64_t>(1, p.n * static_cast<std::uint64_t>(elem_bytes) / (kPiecesPerSm * sms)));
+  return std::min(std::max(bytes, kPiecesMinBytes), kPiecesMaxBytes);
+}
+
 }  // namespace
 
 const char* to_string(strategy s) {
@@ -201,6 +277,7 @@ const char* to_string(strategy s) {
     case strategy::columns: return "columns";
     case strategy::thin: return "thin";
     case strategy::ragged: return "ragged";
+    case strategy::pieces: return "pieces";
     case strategy::exact_block: return "exact_block";
     case strategy::exact_launches: return "exact_launches";
   }
@@ -211,6 +288,7 @@ std::uint64_t scratch_bytes(const problem& p, const plan& pl, int elem_bytes, in
   const std::uint64_t acc = static_cast<std::uint64_t>(acc_bytes);
   switch (pl.how) {
     case strategy::ragged: return (pl.chunks + pl.tiles) * ragged_chunk_bytes(acc_bytes);
+    case strategy::pieces: return pl.chunks * acc;
     case strategy::split: return pl.per_seg > 1 ? p.outer * pl.per_seg * acc : 0;
     case strategy::columns: {
       if (pl.per_seg <= 1) return 0;
@@ -301,31 +379,13 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
 
   const std::uint64_t nvec = length / vn;
   if (p.ragged()) {
-    // Balanced by elements: a heavy tail puts most of the data in a few segments far longer
-    // than the mean, so lane groups take the short ones, warps the middle ones and blocks cut
-    // the long ones into chunks. A heavy tail puts the median far below the mean: lanes are
-    // sized for a quarter of it. Segments whose lane groups would hold less than half the
-    // GPU's threads get wider groups, up to that half, and eight loads in flight (as few rows
-    // do): `tally bench segmented --sweep` on the H100 (2026-11-26 16:05 UTC, f32 sums, graph
-    // us, 2^20 elements): 2^14 segments of mean 64, one lane 21.2, eight lanes 16.1, with eight
-    // loads 15.5; 2^8 of mean 4096, 32 lanes 15.7, with eight loads 14.6; at 2^24, 2^12 of mean
-    // 4096 46.6 / 45.6; where the groups fill the GPU, eight loads were slower (2^16 segments at
-    // 2^28: 394 / 402).
-    int g = static_cast<int>(std::min<std::uint64_t>(32, pow2_floor(std::max<std::uint64_t>(1, nvec / 16))));
-    const std::uint64_t half_gpu = sms * static_cast<std::uint64_t>(std::max(1, d.max_threads_per_sm)) / 2;
-    const bool few = std::max<std::uint64_t>(1, segments) * static_cast<std::uint64_t>(g) <= half_gpu;
-    while (few && g < 32 && std::max<std::uint64_t>(1, segments) * static_cast<std::uint64_t>(2 * g) <= half_gpu) g *= 2;
-    const std::uint64_t eb = static_cast<std::uint64_t>(elem_bytes);
-    const std::uint64_t resident_chunk = sms * std::max(1, d.max_threads_per_sm / kChunkBlock);
-    std::uint64_t bytes = pow2_floor(std::max<std::uint64_t>(1, p.n * eb / (kChunksPerBlock * resident_chunk)));
-    bytes = std::min(std::max(bytes, kChunkMinBytes), kChunkMaxBytes);
-    // Lane groups, not tiles: the tile kernel (a sweep candidate) was slower at every shape of
-    // the sweep (H100, 2026-11-26 16:55 UTC, f32 sums, graph us, its best chunk / the rule): at
-    // 2^28, 2^22 segments of mean 64 773.1 / 556.6, 2^16 of mean 4096 530.5 / 394.6; at 2^24,
-    // 2^12 segments 54.3 / 46.2, 2^18 68.5 / 67.0; at 2^20 17.4 / 14.9 and 18.1 / 15.7
-    // (docs/data/segmented-sweep-h100-ragged-tiles.md; docs/tuning.md "Ragged segments").
-    fill_ragged(r, p, g, bytes, few && acc_bytes <= kRowTileEightMaxAcc ? 8 : 4, false, elem_bytes, acc_bytes, sms, d);
-    return r;
+    // Few segments of a small or middle input: pieces, one launch (the lane groups' path is a
+    // memset and four launches: the offset check, the groups, the chunks, their fix-up).
+    if (pieces_fit(p, acc_bytes, d) && p.n * static_cast<std::uint64_t>(elem_bytes) <= kPiecesMaxInputBytes) {
+      fill_pieces(r, p, pieces_bytes(p, elem_bytes, sms), elem_bytes, acc_bytes, sms, d);
+      return r;
+    }
+    return ragged_groups_plan(p, elem_bytes, acc_bytes, d);
   }
   // Rows whose lane groups of four vectors a lane would hold less than half the GPU's threads:
   // latency, not bandwidth, decides (the input mostly sits in L2), so each lane issues all its
@@ -434,7 +494,7 @@ std::vector<plan> ragged_candidates(const problem& p, int elem_bytes, int acc_by
   std::vector<plan> out;
   if (!p.ragged() || p.results() == 0 || p.binary()) return out;
   const std::uint64_t sms = static_cast<std::uint64_t>(std::max(1, d.sm_count));
-  const plan rule = make_plan(p, elem_bytes, acc_bytes, false, d);
+  const plan rule = ragged_groups_plan(p, elem_bytes, acc_bytes, d);  // the lane groups' rule
   const std::uint64_t rule_bytes = rule.chunk * static_cast<std::uint64_t>(elem_bytes);
   // Tiles (where the workspace holds them) and every lane group (1-32 lanes) with four and eight
   // loads in flight, at the rule's chunk; the rule's pick with chunks of a quarter to four times
@@ -461,6 +521,15 @@ std::vector<plan> ragged_candidates(const problem& p, int elem_bytes, int acc_by
     fill_ragged(r, p, rule.group, bytes, rule.unroll, false, elem_bytes, acc_bytes, sms, d);
     out.push_back(r);
   }
+  // Few segments: pieces of 4 KiB to 256 KiB.
+  if (pieces_fit(p, acc_bytes, d))
+    for (std::uint64_t bytes = std::uint64_t(4) << 10; bytes <= (std::uint64_t(256) << 10); bytes *= 2) {
+      plan r;
+      fill_pieces(r, p, bytes, elem_bytes, acc_bytes, sms, d);
+      bool seen = false;
+      for (const plan& q : out) seen = seen || (q.how == strategy::pieces && q.chunk == r.chunk);
+      if (!seen) out.push_back(r);
+    }
   return out;
 }
 

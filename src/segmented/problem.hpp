@@ -60,10 +60,16 @@ struct problem {
 //             `chunk`-element boundaries of the input, a block per chunk, and a fix-up warp per
 //             long segment combines its chunks' partials in order. Three launches, each balanced
 //             by elements, not by segments.
+//   pieces:   ragged segments, at most kPiecesMaxSegments of them: one launch. Every block reads
+//             all the offsets (a bad one stops every block before it writes), cuts each segment
+//             into pieces of `chunk` elements from its start (an empty segment is one empty
+//             piece) and numbers them in segment order; a block per piece (blocks take every
+//             grid-th piece), and the block finishing a segment's last piece combines its
+//             partials in order. `chunks` bounds the pieces: ceil(n / chunk) + segments.
 // Binary problems (dot of matching rows) run as rowtile, group, split, exact_block or exact_launches.
 //   exact_block / exact_launches: exact sums (inner == 1): a block per segment with the block's
 //             exact accumulator, or, for a few long segments, the 1-D exact reduce per segment.
-enum class strategy : int { group, rowtile, split, columns, thin, ragged, exact_block, exact_launches };
+enum class strategy : int { group, rowtile, split, columns, thin, ragged, pieces, exact_block, exact_launches };
 const char* to_string(strategy s);
 
 inline constexpr int kSplitBlock = 512;       // threads per block of the split and exact kernels
@@ -82,7 +88,7 @@ struct plan {
   bool vec = true;       // columns / thin: 16-byte loads
   std::uint64_t short_max = ~std::uint64_t(0);  // group / ragged: longest segment for `group` lanes
   std::uint64_t chunk = ~std::uint64_t(0);      // ragged: chunk of the input (elements); longer segments go to blocks
-  std::uint64_t chunks = 0;                     // ragged: ceil(n / chunk)
+  std::uint64_t chunks = 0;                     // ragged: ceil(n / chunk); pieces: ceil(n / chunk) + segments
   std::uint64_t tiles = 0;  // ragged: tiles of tile_elems (offsets in order: the tile kernel), 0: lane groups
   unsigned resident = 0; // columns: the resident blocks of the columns kernel the rule counted
   std::string why;       // the rule's reasons, for `tally bench segmented` and --debug
@@ -103,6 +109,10 @@ inline constexpr int kGroupBlock = 256;    // threads per block of the group ker
 inline constexpr int kColumnsBlock = 256;  // and of the columns kernel
 inline constexpr int kChunkBlock = 512;    // and of the ragged chunk kernel
 inline constexpr int kFixupBlock = 256;    // and of the ragged fix-up kernel (a warp per chunk)
+inline constexpr int kPiecesBlock = 256;   // and of the ragged pieces kernel (a block per piece)
+// Ragged problems of at most this many segments may run as pieces (every block of the pieces
+// kernel reads all their offsets: 16 KiB; each segment's counter is a workspace counter).
+inline constexpr std::uint64_t kPiecesMaxSegments = 1024;
 // The ragged tile kernel: blocks of kTileBlock threads, kTileVectors 16-byte vectors a thread, so
 // a tile is 16 KiB of input whatever the element type.
 inline constexpr int kTileBlock = 256;
@@ -156,7 +166,9 @@ std::vector<plan> column_candidates(const problem& p, int elem_bytes, int acc_by
 std::vector<plan> row_candidates(const problem& p, int elem_bytes, int acc_bytes, const device_limits& d);
 // Ragged plans for `tally bench segmented --sweep` and the tests: tiles (where the workspace
 // holds them) at the rule's chunk and at a quarter to four times it, lane groups of 1-32 lanes
-// with four and eight loads in flight, and the rule's groups with those chunks.
+// with four and eight loads in flight, and the rule's groups with those chunks (the lane groups'
+// rule, whether or not the rule picks pieces); for at most kPiecesMaxSegments segments, pieces
+// of 4 KiB to 256 KiB.
 std::vector<plan> ragged_candidates(const problem& p, int elem_bytes, int acc_bytes, const device_limits& d);
 
 }  // namespace tally::seg
