@@ -59,7 +59,9 @@ const std::vector<measured_entry>& measured_entries() {
        "ld.global.nc); the statistics' deep shape 97.7% of the fast sum at 2^28 against 92% for base",
        false,
        "2026-11-24, tally bench core / numerics: the dynamic schedule was slower (f32 sum at 2^28 "
-       "244.3 us against CUB 238.9; argmax f32 306.7 against 243.1)"},
+       "244.3 us against CUB 238.9; argmax f32 306.7 against 243.1); again 2026-11-26 19:31 UTC "
+       "without spills (docs/data/schedules-h200.md: slower by more than 0.5% in 13 rows of 37, "
+       "faster in 4; argmax f32 at 2^28 291.4 against 241.1 strided)"},
   };
   return entries;
 }
