@@ -201,13 +201,16 @@ TEST(SegmentedPlanCpu, RaggedPieces) {
   EXPECT_EQ(seg::make_plan(ragged(16, 1u << 24), 4, 4, false, h100()).how, seg::strategy::pieces);
   EXPECT_EQ(seg::make_plan(ragged(16, (1u << 24) + 1), 4, 4, false, h100()).how, seg::strategy::ragged);
   EXPECT_EQ(seg::make_plan(ragged(16, 1u << 23), 8, 8, false, h100()).how, seg::strategy::pieces);
-  // The workspace bounds the pieces of a candidate: the piece grows.
+  // The workspace bounds the pieces of a candidate: the piece grows (every size to the same one).
+  int grown = 0;
   for (const auto& c : seg::ragged_candidates(ragged(1000, std::uint64_t(1) << 40), 4, 16, h100())) {
     if (c.how != seg::strategy::pieces) continue;
+    ++grown;
     EXPECT_LE(c.chunks * 16, 4u << 20);
     EXPECT_GE(c.chunk * (c.chunks - 1000), std::uint64_t(1) << 40);
     EXPECT_EQ(c.chunk % 4, 0u);
   }
+  EXPECT_EQ(grown, 1);
   // The sweep: the lane groups' candidates (21, as for more segments), then pieces of 4 KiB to
   // 256 KiB.
   const auto rc = seg::ragged_candidates(ragged(256, 1u << 20), 4, 4, h100());

@@ -288,9 +288,10 @@ TEST(SegmentedGpu, RaggedInOrderLongSegments) {
   seg::problem q;
   static const std::int64_t fake = 0;
   q.outer = 6, q.n = n, q.d_begin = q.d_end = &fake;
-  seg::plan groups;
+  seg::plan groups;  // the widest lane groups with eight loads in flight, as the rule takes for few segments
   for (const seg::plan& cand : seg::ragged_candidates(q, 4, 8, seg::limits_for(core::current_context())))
-    if (cand.how == seg::strategy::ragged && cand.tiles == 0 && groups.chunks == 0) groups = cand;
+    if (cand.how == seg::strategy::ragged && cand.tiles == 0 && cand.group == 32 && cand.unroll == 8 && groups.chunks == 0)
+      groups = cand;
   ASSERT_GT(groups.chunks, 0u);
   const std::int64_t c = static_cast<std::int64_t>(groups.chunk);
   std::vector<std::int64_t> b{0, c, 2 * c + 1, 3 * c + 1, 5 * c, 0}, e{c, 2 * c + 1, 3 * c - 1, 5 * c, 5 * c, static_cast<std::int64_t>(n)};
@@ -798,7 +799,8 @@ TEST(SegmentedGpu, ForcedRaggedPlanOfAnotherInputIsRefused) {
 }
 
 // Few ragged segments (the pieces plan: one launch, every block reads all the offsets). For the
-// rule's piece size and every forced candidate: segments of exactly one piece, one more and one
+// rule's piece size (8 KiB at these sizes) and every forced candidate (4 KiB to 256 KiB; at 16
+// KiB the f32 and i32 pieces cut at the boundaries below): segments of exactly one piece, one more and one
 // less, several pieces, empty ones (at 0, between, at n), a segment of the whole input
 // overlapping the others, one out of order, begins off 16-byte alignment; 300 segments over the
 // same elements (more pieces than the workspace's partials at the plan's size); kPiecesMaxSegments
@@ -833,7 +835,7 @@ void ragged_pieces_case(const char* what, const std::vector<std::int64_t>& b, co
         const forced_plan f(c);
         reduce_segments(d.get(), n, pb, pe, segments, dtype_of<T>(), o, out.get());
       }
-      EXPECT_EQ(seg::last_plan().chunk, c.chunk);
+      EXPECT_TRUE(seg::last_plan().how == seg::strategy::pieces && seg::last_plan().chunk == c.chunk);
       check_results((std::string(what) + " forced pieces of " + std::to_string(c.chunk)).c_str(), x, ranges, o, out);
     }
     EXPECT_GE(pieces, 3) << what;
@@ -857,8 +859,16 @@ TEST(SegmentedGpu, RaggedPiecesEdges) {
   ragged_pieces_case<float>("piece boundaries", b, e, static_cast<std::uint64_t>(n));
   ragged_pieces_case<double>("piece boundaries", b, e, static_cast<std::uint64_t>(n));
   ragged_pieces_case<std::uint8_t>("piece boundaries", b, e, static_cast<std::uint64_t>(n));
-  // Segments overlapping many times over (each the whole input, or most of it): more pieces than
-  // the plan's bound of ceil(n / chunk) + segments partials, so the kernel takes longer pieces.
+  // The same with three more segments over (nearly) the whole input: more pieces than the
+  // workspace's partials at each piece size, so the kernel takes pieces a few times as long,
+  // still several to a segment.
+  std::vector<std::int64_t> bo = b, eo = e;
+  bo.insert(bo.end(), {0, 1, 3}), eo.insert(eo.end(), {n, n, n - 2});
+  ragged_pieces_case<std::int32_t>("piece boundaries and overlaps", bo, eo, static_cast<std::uint64_t>(n));
+  ragged_pieces_case<float>("piece boundaries and overlaps", bo, eo, static_cast<std::uint64_t>(n));
+  // Segments overlapping many times over (each the whole input, or most of it): far more pieces
+  // than the plan's bound of ceil(n / chunk) + segments partials, so the kernel takes pieces as
+  // long as the input (one a segment).
   b.assign(300, 0), e.assign(300, n);
   for (std::size_t s = 0; s < b.size(); s += 3) b[s] = static_cast<std::int64_t>(s), e[s] = n - static_cast<std::int64_t>(s % 7);
   ragged_pieces_case<float>("300 overlapping segments", b, e, static_cast<std::uint64_t>(n));
@@ -925,10 +935,18 @@ TEST(SegmentedGpu, RaggedPiecesEdges) {
   for (std::uint64_t s = 0; s < many; ++s) mb[s] = me[s] = static_cast<std::int64_t>(s);
   device_buffer mdb(many * 8), mde(many * 8), mo(many * 4);
   mdb.upload(mb.data(), many * 8), mde.upload(me.data(), many * 8);
-  forced.chunks = (fn + forced.chunk - 1) / forced.chunk + many;
+  {
+    seg::plan more = forced;
+    more.chunks = (fn + forced.chunk - 1) / forced.chunk + many;
+    const forced_plan f(more);
+    EXPECT_THROW(reduce_segments(d.get(), fn, static_cast<const std::int64_t*>(mdb.get()),
+                                 static_cast<const std::int64_t*>(mde.get()), many, dtype::f32, op::sum, mo.get()),
+                 error);
+  }
+  // And one made for another n (its bound of partials would not hold this input's pieces).
   const forced_plan f(forced);
-  EXPECT_THROW(reduce_segments(d.get(), fn, static_cast<const std::int64_t*>(mdb.get()),
-                               static_cast<const std::int64_t*>(mde.get()), many, dtype::f32, op::sum, mo.get()),
+  EXPECT_THROW(reduce_segments(d.get(), fn / 2, static_cast<const std::int64_t*>(mdb.get()),
+                               static_cast<const std::int64_t*>(mde.get()), fs, dtype::f32, op::sum, mo.get()),
                error);
 }
 

@@ -521,11 +521,12 @@ __global__ void __launch_bounds__(BLOCK) seg_pieces_kernel(seg_args<T, Op> a) {
   // Overlapping segments may cut into more pieces than the plan's bound (a.chunks = ceil(n / C)
   // + S partials in the workspace): then pieces m times as long, m = ceil(pieces / ceil(n / C)),
   // which keep them within it (sum of ceil(p_s / m) <= pieces / m + S).
+  // (Only nonempty segments make more than one piece each, so n >= 1 here and ceil(n / C) >= 1.)
   if (first[S] > a.chunks) {
-    const std::uint64_t whole = a.chunks - S;  // ceil(n / C) >= 1
+    const std::uint64_t whole = a.chunks - S;
     C *= (first[S] + whole - 1) / whole;
     __syncthreads();  // every thread has read first[S]
-    number(C);
+    if (!number(C)) return;  // (offsets changed under the call: nothing more written)
   }
   const std::uint32_t pieces = first[S];
   for (std::uint32_t pc = blockIdx.x; pc < pieces; pc += gridDim.x) {

@@ -69,12 +69,15 @@ constexpr std::uint64_t kChunkMinBytes = std::uint64_t(16) << 10, kChunkMaxBytes
 constexpr std::uint64_t kChunksPerBlock = 8;
 // Ragged pieces (few segments): about this many pieces per SM, of 8 KiB to 32 KiB of input, for
 // inputs of at most kPiecesMaxInputBytes. `tally bench segmented --sweep` on the H100 (2026-11-26
-// 19:5x UTC, f32 sums, graph us; pieces of 4 / 8 / 16 / 32 / 64 / 128 KiB, the lane groups' best
-// candidate): 2^20 elements in 2^8 segments 9.95 / 6.83 / 6.69 / 7.00 / 7.06 / 7.53, lane groups
-// 14.6; 2^20 in 2^10 13.92 / 11.65 / 11.09 / 10.50 / 10.65 / 10.41, lane groups 14.82; 2^24 in
-// 2^10 105.0 / 61.8 / 41.0 / 33.6 / 36.8 / 36.2, lane groups 50.9; 2^28 in 2^10 - / 1078 / 598 /
-// 453 / 397 / 376, lane groups and chunks 354.6 (98% of the read ceiling: there the chunks' own
-// blocks, 512 threads, a block per chunk, read better than persistent blocks looping pieces).
+// 19:0x UTC, docs/data/segmented-sweep-h100-ragged-pieces-first.md, f32 sums, graph us; pieces of
+// 4 / 8 / 16 / 32 / 64 / 128 KiB, the lane groups' best candidate): 2^20 elements in 2^8
+// segments 9.95 / 6.83 / 6.69 / 7.00 / 7.06 / 7.53, lane groups 14.6; 2^20 in 2^10 13.92 / 11.65
+// / 11.09 / 10.50 / 10.65 / 10.41, lane groups 14.82 (16 KiB is 6% behind the best there, 3%
+// ahead at 2^8); 2^24 in 2^10 105.0 / 61.8 / 41.0 / 33.6 / 36.8 / 36.2, lane groups 50.9; 2^28
+// in 2^10 2001 / 1078 / 598 / 453 / 397 / 376, lane groups and chunks 354.6 (98% of the read
+// ceiling: there the chunks' own blocks, 512 threads, a block per chunk, read better than
+// persistent blocks looping pieces). The rule's picks again at 19:16 UTC
+// (docs/data/segmented-sweep-h100-ragged-pieces.md): within 0.1 us of these.
 constexpr std::uint64_t kPiecesPerSm = 1;
 constexpr std::uint64_t kPiecesMinBytes = std::uint64_t(8) << 10, kPiecesMaxBytes = std::uint64_t(32) << 10;
 constexpr std::uint64_t kPiecesMaxInputBytes = std::uint64_t(64) << 20;
