@@ -211,6 +211,34 @@ TEST(SegmentedPlanCpu, RaggedPieces) {
     EXPECT_EQ(c.chunk % 4, 0u);
   }
   EXPECT_EQ(grown, 1);
+  // Forced plans: each candidate fits the problem it was made for, not another n, segment count,
+  // element type (tiles) or a piece of 0 or 2^63 elements; an accumulator whose partials the
+  // workspace cannot hold is refused.
+  const auto p256 = ragged(256, 1u << 20);
+  for (const auto& c : seg::ragged_candidates(p256, 4, 4, h100())) {
+    EXPECT_EQ(seg::forced_plan_refusal(p256, c, 4, 4, h100()), "") << seg::to_string(c.how) << " " << c.chunk;
+    EXPECT_NE(seg::forced_plan_refusal(ragged(256, 1u << 21), c, 4, 4, h100()), "") << c.chunk;
+    if (c.how == seg::strategy::pieces) {
+      EXPECT_NE(seg::forced_plan_refusal(ragged(255, 1u << 20), c, 4, 4, h100()), "");
+      seg::plan bad = c;
+      bad.chunk = 0, bad.chunks = 0;
+      EXPECT_NE(seg::forced_plan_refusal(p256, bad, 4, 4, h100()), "");
+      bad.chunk = std::uint64_t(1) << 63, bad.chunks = 1 + 256;
+      EXPECT_NE(seg::forced_plan_refusal(p256, bad, 4, 4, h100()), "");
+    }
+    if (c.tiles > 0) {
+      EXPECT_NE(seg::forced_plan_refusal(p256, c, 8, 4, h100()), "");
+    }
+  }
+  seg::plan tiny;
+  for (const auto& c : seg::ragged_candidates(p256, 4, 4, h100()))
+    if (c.how == seg::strategy::pieces && tiny.chunks == 0) tiny = c;  // 4 KiB: 1024 + 256 partials
+  ASSERT_EQ(tiny.chunks, 1280u);
+  seg::device_limits small = h100();
+  small.partial_bytes = 1279 * 64;
+  EXPECT_NE(seg::forced_plan_refusal(p256, tiny, 4, 64, small), "");
+  EXPECT_EQ(seg::forced_plan_refusal(p256, tiny, 4, 64, h100()), "");
+  EXPECT_EQ(seg::forced_plan_refusal(rows(4, 4), tiny, 4, 4, h100()), "");  // not ragged: nothing to check here
   // The sweep: the lane groups' candidates (21, as for more segments), then pieces of 4 KiB to
   // 256 KiB.
   const auto rc = seg::ragged_candidates(ragged(256, 1u << 20), 4, 4, h100());

@@ -697,15 +697,13 @@ TEST(SegmentedGpu, EveryRaggedCandidateIsRight) {
   }
 }
 
-// The ragged tile kernel's edges (offsets in order; the rule's plan, then each tile candidate of
-// the sweep forced): segments ending and beginning on tile boundaries, empty ones there, at 0 and at
-// n, a tile of thousands of tiny segments (several windows of the block), gaps longer than many
-// tiles (their tiles keep stale partition entries from the call before), long segments between
-// short ones, n not a multiple of the tile, an input one element past 16-byte alignment. Every op
-// of the suite against the reference.
-template <class T>
-void ragged_tiles_case(const char* what, const std::vector<std::int64_t>& b, const std::vector<std::int64_t>& e,
-                       std::uint64_t n, std::uint64_t shift) {
+// Every op of the suite on segments (b, e) of an input of n elements starting `shift` elements
+// past a 16-byte boundary, against the reference: the rule's plan (which must be `rule` unless
+// that is null), then each ragged candidate of the sweep that `pick` selects, forced (and run as
+// forced). Returns how many candidates ran for the last op.
+template <class T, class Pick>
+int ragged_forced_case(const char* what, const std::vector<std::int64_t>& b, const std::vector<std::int64_t>& e,
+                       std::uint64_t n, std::uint64_t shift, Pick pick, const seg::strategy* rule) {
   const std::uint64_t segments = b.size();
   const auto x = small_ints<T>(n + shift + 1, test_seed() + n + segments);
   device_buffer d((n + shift + 1) * sizeof(T)), db(segments * 8 + 8), de(segments * 8 + 8);
@@ -719,20 +717,44 @@ void ragged_tiles_case(const char* what, const std::vector<std::int64_t>& b, con
   seg::problem p;
   p.outer = segments, p.n = n, p.d_begin = pb, p.d_end = pe;
   p.aligned16 = reinterpret_cast<std::uintptr_t>(in) % 16 == 0;
+  int ran = 0;
   for (op o : ops_for<T>()) {
     device_buffer out(segments * 16 + 16);
     reduce_segments(in, n, pb, pe, segments, dtype_of<T>(), o, out.get());
-    check_results((std::string(what) + " (" + seg::last_plan().why + ")").c_str(), xs, ranges, o, out);
+    const seg::plan chosen = seg::last_plan();
+    if (rule != nullptr) {
+      EXPECT_EQ(chosen.how, *rule) << what << ": " << chosen.why;
+    }
+    check_results((std::string(what) + " (" + chosen.why + ")").c_str(), xs, ranges, o, out);
     const int acc = o == op::argmin || o == op::argmax ? 16 : 8;
+    ran = 0;
     for (const seg::plan& c : seg::ragged_candidates(p, sizeof(T), acc, this_gpu_limits())) {
-      if (c.tiles == 0) continue;
+      if (!pick(c)) continue;
+      ++ran;
       {
         const forced_plan f(c);
         reduce_segments(in, n, pb, pe, segments, dtype_of<T>(), o, out.get());
       }
-      check_results((std::string(what) + " forced tiles, chunk " + std::to_string(c.chunk)).c_str(), xs, ranges, o, out);
+      const seg::plan got = seg::last_plan();
+      EXPECT_TRUE(got.how == c.how && got.chunk == c.chunk && got.tiles == c.tiles) << what;
+      check_results((std::string(what) + " forced " + seg::to_string(c.how) + (c.tiles > 0 ? " tiles" : "") +
+                     ", chunk " + std::to_string(c.chunk)).c_str(),
+                    xs, ranges, o, out);
     }
   }
+  return ran;
+}
+
+// The ragged tile kernel's edges (offsets in order; the rule's plan, then each tile candidate of
+// the sweep forced): segments ending and beginning on tile boundaries, empty ones there, at 0 and at
+// n, a tile of thousands of tiny segments (several windows of the block), gaps longer than many
+// tiles (their tiles keep stale partition entries from the call before), long segments between
+// short ones, n not a multiple of the tile, an input one element past 16-byte alignment. Every op
+// of the suite against the reference.
+template <class T>
+void ragged_tiles_case(const char* what, const std::vector<std::int64_t>& b, const std::vector<std::int64_t>& e,
+                       std::uint64_t n, std::uint64_t shift) {
+  ragged_forced_case<T>(what, b, e, n, shift, [](const seg::plan& c) { return c.tiles > 0; }, nullptr);
 }
 
 template <class T>
@@ -810,36 +832,9 @@ TEST(SegmentedGpu, ForcedRaggedPlanOfAnotherInputIsRefused) {
 template <class T>
 void ragged_pieces_case(const char* what, const std::vector<std::int64_t>& b, const std::vector<std::int64_t>& e,
                         std::uint64_t n) {
-  const std::uint64_t segments = b.size();
-  const auto x = small_ints<T>(n, test_seed() + n + segments * 3);
-  device_buffer d(n * sizeof(T) + 16), db(segments * 8 + 8), de(segments * 8 + 8);
-  d.upload(x.data(), n * sizeof(T));
-  db.upload(b.data(), segments * 8), de.upload(e.data(), segments * 8);
-  const auto* pb = static_cast<const std::int64_t*>(db.get());
-  const auto* pe = static_cast<const std::int64_t*>(de.get());
-  const auto ranges = segment_ranges(b, e);
-  seg::problem p;
-  p.outer = segments, p.n = n, p.d_begin = pb, p.d_end = pe, p.aligned16 = true;
-  for (op o : ops_for<T>()) {
-    device_buffer out(segments * 16 + 16);
-    reduce_segments(d.get(), n, pb, pe, segments, dtype_of<T>(), o, out.get());
-    const seg::plan rule = seg::last_plan();
-    EXPECT_EQ(rule.how, seg::strategy::pieces) << what << ": " << rule.why;
-    check_results((std::string(what) + " (" + rule.why + ")").c_str(), x, ranges, o, out);
-    const int acc = o == op::argmin || o == op::argmax ? 16 : 8;
-    int pieces = 0;
-    for (const seg::plan& c : seg::ragged_candidates(p, sizeof(T), acc, this_gpu_limits())) {
-      if (c.how != seg::strategy::pieces) continue;
-      ++pieces;
-      {
-        const forced_plan f(c);
-        reduce_segments(d.get(), n, pb, pe, segments, dtype_of<T>(), o, out.get());
-      }
-      EXPECT_TRUE(seg::last_plan().how == seg::strategy::pieces && seg::last_plan().chunk == c.chunk);
-      check_results((std::string(what) + " forced pieces of " + std::to_string(c.chunk)).c_str(), x, ranges, o, out);
-    }
-    EXPECT_GE(pieces, 3) << what;
-  }
+  static constexpr seg::strategy kPieces = seg::strategy::pieces;
+  const int ran = ragged_forced_case<T>(what, b, e, n, 0, [](const seg::plan& c) { return c.how == kPieces; }, &kPieces);
+  EXPECT_GE(ran, 3) << what;
 }
 
 TEST(SegmentedGpu, RaggedPiecesEdges) {

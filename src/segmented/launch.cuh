@@ -52,22 +52,10 @@ plan plan_of(const problem& p, bool exact, const seg_ctx& c) {
   device_limits lim = c.limits;
   lim.commutes = kCommutes<Op> && !core::binary_v<Op>;
   const plan pl = fits ? *forced : make_plan(p, sizeof(T), sizeof(typename Op::acc_type), exact, lim);
-  // A forced ragged plan must have been made for this call's n and element type: its chunks and
-  // tiles size the workspace and the partition, which the kernels trust (pieces: and for this
-  // many segments, at most kPiecesMaxSegments).
-  if (fits && pl.how == strategy::pieces) {
-    const std::uint64_t chunk = pl.chunk;
-    const bool sane = chunk >= 1 && chunk <= (std::uint64_t(1) << 48);  // the kernel's ceil(len / chunk) adds chunk - 1
-    const std::uint64_t want = sane ? p.n / chunk + (p.n % chunk != 0) + p.outer : 0;
-    if (!sane || pl.chunks != want || p.outer > kPiecesMaxSegments || p.outer > c.limits.max_tiles ||
-        pl.chunks > c.limits.partial_bytes / sizeof(typename Op::acc_type))
-      throw error("tally: internal error: a forced pieces plan made for another input size, segment count or op");
-  } else if (fits && p.ragged()) {
-    const std::uint64_t n = p.n, tile = tile_elems(sizeof(T));
-    const std::uint64_t want_tiles = pl.tiles > 0 ? std::max<std::uint64_t>(1, (n + tile - 1) / tile) : 0;
-    const std::uint64_t want_chunks = pl.chunk > 0 ? std::max<std::uint64_t>(1, (n + pl.chunk - 1) / pl.chunk) : 0;
-    if (pl.tiles != want_tiles || pl.chunks != want_chunks)
-      throw error("tally: internal error: a forced ragged plan made for another input size or element type");
+  // A forced ragged plan must fit this call (plan.cpp, forced_plan_refusal).
+  if (fits) {
+    const std::string why = forced_plan_refusal(p, pl, sizeof(T), sizeof(typename Op::acc_type), c.limits);
+    if (!why.empty()) throw error("tally: internal error: " + why);
   }
   record_plan(pl);
   return pl;

@@ -493,6 +493,26 @@ std::vector<plan> row_candidates(const problem& p, int elem_bytes, int acc_bytes
   return out;
 }
 
+std::string forced_plan_refusal(const problem& p, const plan& pl, int elem_bytes, int acc_bytes, const device_limits& d) {
+  if (!p.ragged()) return "";
+  const std::uint64_t n = p.n;
+  if (pl.how == strategy::pieces) {
+    const std::uint64_t chunk = pl.chunk;
+    const bool sane = chunk >= 1 && chunk <= (std::uint64_t(1) << 48);  // the kernel's ceil(len / chunk) adds chunk - 1
+    const std::uint64_t want = sane ? n / chunk + (n % chunk != 0) + p.outer : 0;
+    const std::uint64_t slots = d.partial_bytes / static_cast<std::uint64_t>(std::max(acc_bytes, 1));
+    if (!sane || pl.chunks != want || p.outer > kPiecesMaxSegments || p.outer > d.max_tiles || pl.chunks > slots)
+      return "a forced pieces plan made for another input size, segment count or op";
+    return "";
+  }
+  const std::uint64_t tile = tile_elems(elem_bytes);
+  const std::uint64_t want_tiles = pl.tiles > 0 ? std::max<std::uint64_t>(1, ceil_div(n, tile)) : 0;
+  const std::uint64_t want_chunks = pl.chunk > 0 ? std::max<std::uint64_t>(1, ceil_div(n, pl.chunk)) : 0;
+  if (pl.tiles != want_tiles || pl.chunks != want_chunks)
+    return "a forced ragged plan made for another input size or element type";
+  return "";
+}
+
 std::vector<plan> ragged_candidates(const problem& p, int elem_bytes, int acc_bytes, const device_limits& d) {
   std::vector<plan> out;
   if (!p.ragged() || p.results() == 0 || p.binary()) return out;

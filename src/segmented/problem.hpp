@@ -164,6 +164,12 @@ std::vector<plan> column_candidates(const problem& p, int elem_bytes, int acc_by
 // has eight vectors; split blocks 1-16 per row of 32 vectors or more, within the workspace):
 // what `tally bench segmented --sweep` times against the rule's pick.
 std::vector<plan> row_candidates(const problem& p, int elem_bytes, int acc_bytes, const device_limits& d);
+// Why a plan forced by the sweep or a test cannot run problem p with these element and
+// accumulator sizes ("": it can). Ragged plans' chunks and tiles size the workspace and the
+// partition, which the kernels trust: they must have been made for this n and element type;
+// pieces also for this many segments (at most kPiecesMaxSegments and the workspace's counters),
+// with a piece of 1 to 2^48 elements and a partial per piece in the workspace.
+std::string forced_plan_refusal(const problem& p, const plan& pl, int elem_bytes, int acc_bytes, const device_limits& d);
 // Ragged plans for `tally bench segmented --sweep` and the tests: tiles (where the workspace
 // holds them) at the rule's chunk and at a quarter to four times it, lane groups of 1-32 lanes
 // with four and eight loads in flight, and the rule's groups with those chunks (the lane groups'
