@@ -211,8 +211,8 @@ TEST(SegmentedPlanCpu, RaggedPieces) {
     EXPECT_EQ(c.chunk % 4, 0u);
   }
   EXPECT_EQ(grown, 1);
-  // Forced plans: each candidate fits the problem it was made for, not another n, segment count,
-  // element type (tiles) or a piece of 0 or 2^63 elements; an accumulator whose partials the
+  // Forced plans: each candidate fits the problem it was made for, not another n, segment count
+  // (pieces; tiles past 2^31 - 1 segments) or a piece of 0 or 2^63 elements; an accumulator whose partials the
   // workspace cannot hold is refused.
   const auto p256 = ragged(256, 1u << 20);
   for (const auto& c : seg::ragged_candidates(p256, 4, 4, h100())) {
@@ -226,8 +226,13 @@ TEST(SegmentedPlanCpu, RaggedPieces) {
       bad.chunk = std::uint64_t(1) << 63, bad.chunks = 1 + 256;
       EXPECT_NE(seg::forced_plan_refusal(p256, bad, 4, 4, h100()), "");
     }
-    if (c.tiles > 0) {
-      EXPECT_NE(seg::forced_plan_refusal(p256, c, 8, 4, h100()), "");
+    if (c.tiles > 0) {  // tiles of 4096 elements of any type; at most 2^31 - 1 segments
+      EXPECT_EQ(seg::forced_plan_refusal(p256, c, 8, 4, h100()), "");
+      EXPECT_NE(seg::forced_plan_refusal(ragged(seg::kTileMaxSegments + 1, 1u << 20), c, 4, 4, h100()), "");
+      seg::device_limits tight = h100();
+      tight.partial_bytes = (c.chunks + c.tiles) * seg::ragged_chunk_bytes(4);
+      EXPECT_EQ(seg::forced_plan_refusal(p256, c, 4, 4, tight), "");
+      EXPECT_NE(seg::forced_plan_refusal(p256, c, 4, 8, tight), "");
     }
   }
   seg::plan tiny;
@@ -282,7 +287,7 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
   EXPECT_LE(pl.short_max, pl.chunk);
   // The sweep's ragged candidates: every lane group with four and eight in flight at the rule's
   // chunk, the rule's group with other chunks; each within the workspace, short_max <= chunk.
-  // Tiles at the rule's chunk and at 4, 8, 32 and 64 KiB (16 KiB tiles, a block each, their
+  // Tiles at the rule's chunk and at 4, 8, 32 and 64 KiB (tiles of 4096 elements, a block each, their
   // entries in the workspace beside the chunks'), the lane groups, the rule's with those chunks.
   const auto rc = seg::ragged_candidates(ragged(2048, 1u << 20), 4, 4, h100());
   EXPECT_EQ(rc.size(), 5u + 12u + 4u);

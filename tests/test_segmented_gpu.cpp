@@ -801,23 +801,23 @@ TEST(SegmentedGpu, RaggedTilesEdges) {
   ragged_tiles_edges<std::uint8_t>();
 }
 
-// A ragged plan forced onto a call it was not made for (another element type: other tiles) is
-// refused before any launch, never run with a partition of the wrong size.
+// A ragged plan forced onto a call it was not made for (a longer input: more tiles, more chunks)
+// is refused before any launch, never run with a partition of the wrong size.
 TEST(SegmentedGpu, ForcedRaggedPlanOfAnotherInputIsRefused) {
   TALLY_REQUIRE_GPU();
-  const std::uint64_t n = 100000, segments = 3;
-  const std::vector<std::int64_t> b{0, 10, 60000}, e{10, 60000, 100000};
-  device_buffer d(n * 8), db(segments * 8), de(segments * 8), out(segments * 16);
+  const std::uint64_t n = 100000, longer = n + 3 * seg::tile_elems(4), segments = 3;
+  const std::vector<std::int64_t> b{0, 10, 60000}, e{10, 60000, static_cast<std::int64_t>(longer)};
+  device_buffer d(longer * 4), db(segments * 8), de(segments * 8), out(segments * 16);
   db.upload(b.data(), segments * 8), de.upload(e.data(), segments * 8);
   const auto* pb = static_cast<const std::int64_t*>(db.get());
   const auto* pe = static_cast<const std::int64_t*>(de.get());
   seg::problem p;
   p.outer = segments, p.n = n, p.d_begin = pb, p.d_end = pe;
-  const auto f32 = seg::ragged_candidates(p, 4, 4, this_gpu_limits());
-  ASSERT_FALSE(f32.empty());
-  ASSERT_GT(f32[0].tiles, 0u);
-  const forced_plan f(f32[0]);
-  EXPECT_THROW(reduce_segments(d.get(), n, pb, pe, segments, dtype::f64, op::sum, out.get()), error);
+  const auto made = seg::ragged_candidates(p, 4, 4, this_gpu_limits());
+  ASSERT_FALSE(made.empty());
+  ASSERT_GT(made[0].tiles, 0u);
+  const forced_plan f(made[0]);
+  EXPECT_THROW(reduce_segments(d.get(), longer, pb, pe, segments, dtype::f32, op::sum, out.get()), error);
 }
 
 // Few ragged segments (the pieces plan: one launch, every block reads all the offsets). For the

@@ -190,7 +190,7 @@ void fill_ragged(plan& r, const problem& p, int g, std::uint64_t chunk_bytes, in
   r.short_max = std::min(r.short_max, r.chunk);
   // Tiles where the workspace holds their entries besides the chunks' (one op's inputs only).
   const std::uint64_t ntiles = std::max<std::uint64_t>(1, ceil_div(p.n, tile_elems(elem_bytes)));
-  r.tiles = tiles && !p.binary() && (r.chunks + ntiles) * ragged_chunk_bytes(acc_bytes) <= d.partial_bytes ? ntiles : 0;
+  r.tiles = tiles && !p.binary() && p.outer <= kTileMaxSegments && r.chunk <= kTileMaxChunk && (r.chunks + ntiles) * ragged_chunk_bytes(acc_bytes) <= d.partial_bytes ? ntiles : 0;
   const std::uint64_t threads = std::max<std::uint64_t>(1, segments) * static_cast<std::uint64_t>(g);
   const std::uint64_t resident = sms * static_cast<std::uint64_t>(std::max(1, d.max_threads_per_sm / kGroupBlock));
   r.blocks = static_cast<unsigned>(std::min<std::uint64_t>(ceil_div(threads, kGroupBlock), resident));
@@ -256,11 +256,14 @@ plan ragged_groups_plan(const problem& p, int elem_bytes, int acc_bytes, const d
   const std::uint64_t resident_chunk = sms * std::max(1, d.max_threads_per_sm / kChunkBlock);
   std::uint64_t bytes = pow2_floor(std::max<std::uint64_t>(1, p.n * eb / (kChunksPerBlock * resident_chunk)));
   bytes = std::min(std::max(bytes, kChunkMinBytes), kChunkMaxBytes);
-  // Lane groups, not tiles: the tile kernel (a sweep candidate) was slower at every shape of
-  // the sweep (H100, 2026-11-26 16:55 UTC, f32 sums, graph us, its best chunk / the rule): at
-  // 2^28, 2^22 segments of mean 64 773.1 / 556.6, 2^16 of mean 4096 530.5 / 394.6; at 2^24,
-  // 2^12 segments 54.3 / 46.2, 2^18 68.5 / 67.0; at 2^20 17.4 / 14.9 and 18.1 / 15.7
-  // (docs/data/segmented-sweep-h100-ragged-tiles.md; docs/tuning.md "Ragged segments").
+  // Lane groups, not tiles (a sweep candidate). The tile kernel rewritten on 2026-11-26 (marks
+  // and one pass) is ahead at one shape of the sweep: f32 sums, graph us, its best chunk / this
+  // rule, 2^24 elements in 2^18 segments of mean 64 53.9 / 67.1 (H100 22:0x UTC), 55.2 / 63.5
+  // (H200 22:2x); level at 2^28 in 2^22 (561 / 559 H100), behind on the H200 there (517 / 452)
+  // and at every other shape (docs/data/segmented-sweep-{h100,h200}-ragged-tiles-marks.md). Its
+  // offset check, which writes the tiles' partition, counted every write on one word (ncu, H200:
+  // 112 us against 34 without the partition); the counts are spread over 32 words since, not yet
+  // measured. docs/tuning.md "Ragged segments".
   fill_ragged(r, p, g, bytes, few && acc_bytes <= kRowTileEightMaxAcc ? 8 : 4, false, elem_bytes, acc_bytes, sms, d);
   return r;
 }
@@ -509,7 +512,9 @@ std::string forced_plan_refusal(const problem& p, const plan& pl, int elem_bytes
   const std::uint64_t want_tiles = pl.tiles > 0 ? std::max<std::uint64_t>(1, ceil_div(n, tile)) : 0;
   const std::uint64_t want_chunks = pl.chunk > 0 ? std::max<std::uint64_t>(1, ceil_div(n, pl.chunk)) : 0;
   if (pl.tiles != want_tiles || pl.chunks != want_chunks)
-    return "a forced ragged plan made for another input size or element type";
+    return "a forced ragged plan made for another input size";
+  if ((pl.chunks + pl.tiles) * ragged_chunk_bytes(acc_bytes) > d.partial_bytes || (pl.tiles > 0 && (p.outer > kTileMaxSegments || pl.chunk > kTileMaxChunk)))
+    return "a forced ragged plan whose partials this op's accumulators or this segment count cannot fit";
   return "";
 }
 

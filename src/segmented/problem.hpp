@@ -113,15 +113,20 @@ inline constexpr int kPiecesBlock = 256;   // and of the ragged pieces kernel (a
 // Ragged problems of at most this many segments may run as pieces (every block of the pieces
 // kernel reads all their offsets: 16 KiB; each segment's counter is a workspace counter).
 inline constexpr std::uint64_t kPiecesMaxSegments = 1024;
-// The ragged tile kernel: blocks of kTileBlock threads, kTileVectors 16-byte vectors a thread, so
-// a tile is 16 KiB of input whatever the element type.
+// The ragged tile kernel: blocks of kTileBlock threads, kTileElemsPerThread elements a thread
+// (whole 16-byte vectors: 4 of f32, 8 of f64, 1 of u8), so a tile is 4096 elements whatever the
+// element type: its marks (two bits an element) and the segment of each run (4 bytes an element)
+// fit in 17 KiB of shared memory.
 inline constexpr int kTileBlock = 256;
-inline constexpr int kTileVectors = 4;
+inline constexpr int kTileElemsPerThread = 16;
 template <class T>
-inline constexpr std::int64_t kTileElems = std::int64_t(kTileBlock) * kTileVectors * (16 / static_cast<std::int64_t>(sizeof(T)));
-inline std::uint64_t tile_elems(int elem_bytes) {
-  return std::uint64_t(kTileBlock) * kTileVectors * (16 / static_cast<std::uint64_t>(elem_bytes));
-}
+inline constexpr std::int64_t kTileElems = std::int64_t(kTileBlock) * kTileElemsPerThread;
+inline std::uint64_t tile_elems(int /*elem_bytes*/) { return std::uint64_t(kTileBlock) * kTileElemsPerThread; }
+// A tile's runs name their segments relative to the one before the tile, in 32 bits.
+inline constexpr std::uint64_t kTileMaxSegments = (std::uint64_t(1) << 31) - 1;
+// and their positions relative to the tile, in 32 bits: a short segment (at most a chunk) enters
+// a tile from at most this far before it.
+inline constexpr std::uint64_t kTileMaxChunk = std::uint64_t(1) << 30;
 
 // The thin kernel takes four vectors of results per thread (for axes shorter than its eight loads
 // in flight) only where their accumulators are small: at most 32 bytes per vector of results.

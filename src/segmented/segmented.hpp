@@ -39,7 +39,7 @@ struct tile_partition {
   std::uint64_t tile = 0, tiles = 0, chunk = 0;
 };
 // Sets *d_status to kStatusOkHost, then to the smallest s with bad offsets (stream-ordered);
-// with a partition, also writes it (d_status[2]: the count of its writes, less one).
+// with a partition, also writes it (whole where d_status[1] says the segments are in order).
 void validate_offsets(const problem& p, unsigned long long* d_status, cudaStream_t stream,
                       const tile_partition& part = {});
 
