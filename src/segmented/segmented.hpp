@@ -31,9 +31,9 @@ inline constexpr unsigned long long kStatusOkHost = ~0ull;
 // Where the offset check also writes the ragged tile kernel's partition: tile k of `tile`
 // elements gets the first segment beginning at or after k * tile, or -1 where the tile holds
 // nothing of a segment that the tile kernel reduces (it lies inside a segment longer than
-// `chunk`, or in a gap, and no segment begins in it). Offsets in order write each tile once; a
-// third status word counts the writes, which stop past `tiles` (offsets out of order), and the
-// tile kernel then runs the lane groups instead.
+// `chunk`, or in a gap, and no segment begins in it). Offsets in order write each tile once; out
+// of order, each block of the check stops writing past `tiles` entries (at most 1024 x `tiles`
+// writes in all), and the tile kernel, seeing them out of order, runs the lane groups instead.
 struct tile_partition {
   std::int64_t* d_first = nullptr;
   std::uint64_t tile = 0, tiles = 0, chunk = 0;
