@@ -749,8 +749,9 @@ int ragged_forced_case(const char* what, const std::vector<std::int64_t>& b, con
 // the sweep forced): segments ending and beginning on tile boundaries, empty ones there, at 0 and at
 // n, a tile of thousands of tiny segments (several windows of the block), gaps longer than many
 // tiles (their tiles keep stale partition entries from the call before), long segments between
-// short ones, n not a multiple of the tile, an input one element past 16-byte alignment. Every op
-// of the suite against the reference.
+// short ones, n not a multiple of the tile, an input one element past 16-byte alignment, offsets
+// out of order that would rewrite the partition many times over. Every op of the suite against
+// the reference.
 template <class T>
 void ragged_tiles_case(const char* what, const std::vector<std::int64_t>& b, const std::vector<std::int64_t>& e,
                        std::uint64_t n, std::uint64_t shift) {
@@ -792,6 +793,21 @@ void ragged_tiles_edges() {
   for (std::size_t s = 0; s + 1 < b.size(); ++s) b[s] /= 2, e[s] = std::max(b[s], e[s] / 2);
   for (std::size_t s = 1; s < b.size(); ++s) b[s] = std::max(b[s], e[s - 1]), e[s] = std::max(e[s], b[s]);
   ragged_tiles_case<T>("the same, offsets halved (stale partition entries)", b, e, n, 0);
+  // Out of order: the tile kernel runs the lane groups' body. Empty segments alternating between
+  // the start and the end of the input (each such pair would write every tile's entry again: the
+  // offset check's blocks stop at the partition's size) and short ones between them.
+  b.clear(), e.clear();
+  const std::int64_t m = 3 * W + 5;
+  for (std::int64_t k = 0; k < 600; ++k) {
+    if (k % 3 == 0) {
+      add(0, 0);
+    } else if (k % 3 == 1) {
+      add(m, m);
+    } else {
+      add(k * 37 % m, std::min(m, k * 37 % m + 40));
+    }
+  }
+  ragged_tiles_case<T>("out of order, the partition rewritten many times over", b, e, static_cast<std::uint64_t>(m), 0);
 }
 
 TEST(SegmentedGpu, RaggedTilesEdges) {
