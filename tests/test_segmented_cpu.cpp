@@ -292,7 +292,7 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
   const auto rc = seg::ragged_candidates(ragged(2048, 1u << 20), 4, 4, h100());
   EXPECT_EQ(rc.size(), 5u + 12u + 4u);
   for (std::size_t i = 0; i < rc.size(); ++i) {
-    EXPECT_EQ(rc[i].tiles, i < 5 ? (1u << 20) / seg::tile_elems(4) : 0u) << i;
+    EXPECT_EQ(rc[i].tiles, i < 5 ? (1u << 20) / static_cast<std::uint64_t>(seg::kTileElems) : 0u) << i;
     EXPECT_EQ(seg::scratch_bytes(ragged(2048, 1u << 20), rc[i], 4, 4),
               (rc[i].chunks + rc[i].tiles) * seg::ragged_chunk_bytes(4));
   }

@@ -760,7 +760,7 @@ void ragged_tiles_case(const char* what, const std::vector<std::int64_t>& b, con
 
 template <class T>
 void ragged_tiles_edges() {
-  const std::int64_t W = seg::kTileElems<T>;
+  const std::int64_t W = seg::kTileElems;
   std::vector<std::int64_t> b, e;
   auto add = [&](std::int64_t lo, std::int64_t hi) { b.push_back(lo), e.push_back(hi); };
   // Boundaries: empty at 0, a segment of exactly a tile, empties on the boundary, one across it,
@@ -821,7 +821,7 @@ TEST(SegmentedGpu, RaggedTilesEdges) {
 // is refused before any launch, never run with a partition of the wrong size.
 TEST(SegmentedGpu, ForcedRaggedPlanOfAnotherInputIsRefused) {
   TALLY_REQUIRE_GPU();
-  const std::uint64_t n = 100000, longer = n + 3 * seg::tile_elems(4), segments = 3;
+  const std::uint64_t n = 100000, longer = n + 3 * static_cast<std::uint64_t>(seg::kTileElems), segments = 3;
   const std::vector<std::int64_t> b{0, 10, 60000}, e{10, 60000, static_cast<std::int64_t>(longer)};
   device_buffer d(longer * 4), db(segments * 8), de(segments * 8), out(segments * 16);
   db.upload(b.data(), segments * 8), de.upload(e.data(), segments * 8);

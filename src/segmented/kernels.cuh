@@ -433,7 +433,7 @@ __global__ void __launch_bounds__(BLOCK) seg_fixup_kernel(seg_args<T, Op> a) {
     const std::int64_t s = w.tail_seg[k];
     if (s < 0 || static_cast<std::uint64_t>(s) >= a.p.outer) return;
     const std::int64_t b = a.p.d_begin[s], e = a.p.d_end[s];
-    constexpr std::int64_t W = kTileElems<T>;
+    constexpr std::int64_t W = kTileElems;
     Acc r = w.tail_part[k];
     for (std::uint64_t t = k + 1; static_cast<std::int64_t>(t) * W < e; ++t) r = Op::combine(r, w.head_part[t]);
     a.d_out[s] = core::finalize_with<Op>(r, static_cast<std::uint64_t>(e - b), a.d_in + b);
@@ -605,7 +605,7 @@ __device__ __forceinline__ void tile_body(const seg_args<T, Op>& a, const ragged
   using V = vec16<T>;
   constexpr int VN = V::size, E = kTileElemsPerThread, NV = E / VN;
   static_assert((E == 16 || E == 32) && E % VN == 0, "a thread's elements: whole vectors, a mark word or half");
-  constexpr std::int64_t W = kTileElems<T>;
+  constexpr std::int64_t W = kTileElems;
   static_assert(W == std::int64_t(BLOCK) * E, "the tile's elements");
   constexpr std::int64_t kNone = INT64_MAX;
   constexpr unsigned kAll = 0xffffffffu;

@@ -34,7 +34,7 @@ void check_offsets(const problem& p, const plan& pl, const seg_args<T, Op>& a, c
   if (pl.how == strategy::ragged && pl.tiles > 0) {
     const ragged_ws<typename Op::acc_type> w(a.d_partials, pl.chunks, pl.tiles);
     part.d_first = w.first;
-    part.tile = tile_elems(sizeof(T));
+    part.tile = static_cast<std::uint64_t>(kTileElems);
     part.tiles = pl.tiles;
     part.chunk = pl.chunk;
   }

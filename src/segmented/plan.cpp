@@ -189,13 +189,13 @@ void fill_ragged(plan& r, const problem& p, int g, std::uint64_t chunk_bytes, in
   r.chunks = std::max<std::uint64_t>(1, ceil_div(p.n, r.chunk));
   r.short_max = std::min(r.short_max, r.chunk);
   // Tiles where the workspace holds their entries besides the chunks' (one op's inputs only).
-  const std::uint64_t ntiles = std::max<std::uint64_t>(1, ceil_div(p.n, tile_elems(elem_bytes)));
-  r.tiles = tiles && !p.binary() && p.outer <= kTileMaxSegments && r.chunk <= kTileMaxChunk && (r.chunks + ntiles) * ragged_chunk_bytes(acc_bytes) <= d.partial_bytes ? ntiles : 0;
+  const std::uint64_t ntiles = std::max<std::uint64_t>(1, ceil_div(p.n, static_cast<std::uint64_t>(kTileElems)));
+  r.tiles = tiles && tiles_fit(p, r.chunk) && (r.chunks + ntiles) * ragged_chunk_bytes(acc_bytes) <= d.partial_bytes ? ntiles : 0;
   const std::uint64_t threads = std::max<std::uint64_t>(1, segments) * static_cast<std::uint64_t>(g);
   const std::uint64_t resident = sms * static_cast<std::uint64_t>(std::max(1, d.max_threads_per_sm / kGroupBlock));
   r.blocks = static_cast<unsigned>(std::min<std::uint64_t>(ceil_div(threads, kGroupBlock), resident));
   if (r.tiles > 0)
-    r.why = std::to_string(r.tiles) + " tiles of " + std::to_string(tile_elems(elem_bytes)) +
+    r.why = std::to_string(r.tiles) + " tiles of " + std::to_string(kTileElems) +
             " elements, a block each, for segments up to " + std::to_string(r.chunk) + " elements (mean " +
             std::to_string(mean) + "); longer ones in chunks of " + std::to_string(r.chunk) +
             " elements, a block each; offsets out of order: " + std::to_string(g) + " lane(s) per segment";
@@ -258,12 +258,12 @@ plan ragged_groups_plan(const problem& p, int elem_bytes, int acc_bytes, const d
   bytes = std::min(std::max(bytes, kChunkMinBytes), kChunkMaxBytes);
   // Lane groups, not tiles (a sweep candidate). The tile kernel rewritten on 2026-11-26 (marks
   // and one pass) is ahead at one shape of the sweep: f32 sums, graph us, its best chunk / this
-  // rule, 2^24 elements in 2^18 segments of mean 64 53.9 / 67.1 (H100 22:0x UTC), 55.2 / 63.5
-  // (H200 22:2x); level at 2^28 in 2^22 (561 / 559 H100), behind on the H200 there (517 / 452)
+  // rule, 2^24 elements in 2^18 segments of mean 64 53.9 / 67.1 (H100 22:01 UTC), 55.2 / 63.5
+  // (H200 22:12); level at 2^28 in 2^22 (561 / 559 H100), behind on the H200 there (517 / 452)
   // and at every other shape (docs/data/segmented-sweep-{h100,h200}-ragged-tiles-marks.md). Its
   // offset check, which writes the tiles' partition, counted every write on one word (ncu, H200:
-  // 112 us against 34 without the partition); the counts are spread over 32 words since, not yet
-  // measured. docs/tuning.md "Ragged segments".
+  // 112 us against 34 without the partition); it counts them per block since, not yet measured.
+  // docs/tuning.md "Ragged tiles rewritten".
   fill_ragged(r, p, g, bytes, few && acc_bytes <= kRowTileEightMaxAcc ? 8 : 4, false, elem_bytes, acc_bytes, sms, d);
   return r;
 }
@@ -496,7 +496,8 @@ std::vector<plan> row_candidates(const problem& p, int elem_bytes, int acc_bytes
   return out;
 }
 
-std::string forced_plan_refusal(const problem& p, const plan& pl, int elem_bytes, int acc_bytes, const device_limits& d) {
+std::string forced_plan_refusal(const problem& p, const plan& pl, int /*elem_bytes: plans fit any*/, int acc_bytes,
+                                const device_limits& d) {
   if (!p.ragged()) return "";
   const std::uint64_t n = p.n;
   if (pl.how == strategy::pieces) {
@@ -508,12 +509,12 @@ std::string forced_plan_refusal(const problem& p, const plan& pl, int elem_bytes
       return "a forced pieces plan made for another input size, segment count or op";
     return "";
   }
-  const std::uint64_t tile = tile_elems(elem_bytes);
+  const std::uint64_t tile = static_cast<std::uint64_t>(kTileElems);
   const std::uint64_t want_tiles = pl.tiles > 0 ? std::max<std::uint64_t>(1, ceil_div(n, tile)) : 0;
   const std::uint64_t want_chunks = pl.chunk > 0 ? std::max<std::uint64_t>(1, ceil_div(n, pl.chunk)) : 0;
   if (pl.tiles != want_tiles || pl.chunks != want_chunks)
     return "a forced ragged plan made for another input size";
-  if ((pl.chunks + pl.tiles) * ragged_chunk_bytes(acc_bytes) > d.partial_bytes || (pl.tiles > 0 && (p.outer > kTileMaxSegments || pl.chunk > kTileMaxChunk)))
+  if ((pl.chunks + pl.tiles) * ragged_chunk_bytes(acc_bytes) > d.partial_bytes || (pl.tiles > 0 && !tiles_fit(p, pl.chunk)))
     return "a forced ragged plan whose partials this op's accumulators or this segment count cannot fit";
   return "";
 }

@@ -89,7 +89,7 @@ struct plan {
   std::uint64_t short_max = ~std::uint64_t(0);  // group / ragged: longest segment for `group` lanes
   std::uint64_t chunk = ~std::uint64_t(0);      // ragged: chunk of the input (elements); longer segments go to blocks
   std::uint64_t chunks = 0;                     // ragged: ceil(n / chunk); pieces: ceil(n / chunk) + segments
-  std::uint64_t tiles = 0;  // ragged: tiles of tile_elems (offsets in order: the tile kernel), 0: lane groups
+  std::uint64_t tiles = 0;  // ragged: tiles of kTileElems (offsets in order: the tile kernel), 0: lane groups
   unsigned resident = 0; // columns: the resident blocks of the columns kernel the rule counted
   std::string why;       // the rule's reasons, for `tally bench segmented` and --debug
 };
@@ -119,14 +119,16 @@ inline constexpr std::uint64_t kPiecesMaxSegments = 1024;
 // fit in 17 KiB of shared memory.
 inline constexpr int kTileBlock = 256;
 inline constexpr int kTileElemsPerThread = 16;
-template <class T>
 inline constexpr std::int64_t kTileElems = std::int64_t(kTileBlock) * kTileElemsPerThread;
-inline std::uint64_t tile_elems(int /*elem_bytes*/) { return std::uint64_t(kTileBlock) * kTileElemsPerThread; }
-// A tile's runs name their segments relative to the one before the tile, in 32 bits.
+// A tile's runs name their segments relative to the one before the tile, in 32 bits,
 inline constexpr std::uint64_t kTileMaxSegments = (std::uint64_t(1) << 31) - 1;
 // and their positions relative to the tile, in 32 bits: a short segment (at most a chunk) enters
 // a tile from at most this far before it.
 inline constexpr std::uint64_t kTileMaxChunk = std::uint64_t(1) << 30;
+// Whether the tile kernel can run segments of this problem with chunks of `chunk` elements.
+inline bool tiles_fit(const problem& p, std::uint64_t chunk) {
+  return !p.binary() && p.outer <= kTileMaxSegments && chunk <= kTileMaxChunk;
+}
 
 // The thin kernel takes four vectors of results per thread (for axes shorter than its eight loads
 // in flight) only where their accumulators are small: at most 32 bytes per vector of results.
@@ -171,7 +173,9 @@ std::vector<plan> column_candidates(const problem& p, int elem_bytes, int acc_by
 std::vector<plan> row_candidates(const problem& p, int elem_bytes, int acc_bytes, const device_limits& d);
 // Why a plan forced by the sweep or a test cannot run problem p with these element and
 // accumulator sizes ("": it can). Ragged plans' chunks and tiles size the workspace and the
-// partition, which the kernels trust: they must have been made for this n and element type;
+// partition, which the kernels trust: they must have been made for this n (chunks and tiles are
+// counted in elements: any element size fits) with partials this op's accumulators fit in the
+// workspace; tiles for at most kTileMaxSegments segments and chunks of at most kTileMaxChunk;
 // pieces also for this many segments (at most kPiecesMaxSegments and the workspace's counters),
 // with a piece of 1 to 2^48 elements and a partial per piece in the workspace.
 std::string forced_plan_refusal(const problem& p, const plan& pl, int elem_bytes, int acc_bytes, const device_limits& d);
