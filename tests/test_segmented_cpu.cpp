@@ -263,8 +263,8 @@ TEST(SegmentedPlanCpu, RaggedPieces) {
 TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
   auto pl = seg::make_plan(ragged(1u << 22, 1u << 28), 4, 4, false, h100());
   EXPECT_EQ(pl.how, seg::strategy::ragged);
-  EXPECT_EQ(pl.group, 1);  // mean 64 elements: 16 vectors; lanes sized for a quarter of the mean
-  EXPECT_EQ(pl.short_max, 1u * 4 * 4 * 8);
+  EXPECT_EQ(pl.group, 2);  // mean 64 elements: 16 vectors; about eight vectors a lane
+  EXPECT_EQ(pl.short_max, 2u * 4 * 4 * 8);
   EXPECT_EQ(pl.chunk * 4, 64u << 10);
   EXPECT_EQ(pl.chunks, (1u << 28) / pl.chunk);
   EXPECT_EQ(pl.tiles, 0u);  // lane groups (tiles: a sweep candidate)
@@ -276,12 +276,29 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
   EXPECT_EQ(pl.group, 8);  // 2^14 x 8 = 131072 <= 135168 < 2^14 x 16
   EXPECT_EQ(pl.unroll, 8);
   EXPECT_EQ(seg::make_plan(ragged(1u << 14, 1u << 20), 4, 16, false, h100()).unroll, 4);
+  // Short segments (a mean under 32 vectors) filling the GPU: 64 KiB chunks at any size; lane
+  // groups, not tiles (a sweep candidate).
   pl = seg::make_plan(ragged(1u << 18, 1u << 24), 4, 4, false, h100());
-  EXPECT_EQ(pl.group, 1);
+  EXPECT_EQ(pl.how, seg::strategy::ragged);
+  EXPECT_EQ(pl.group, 2);
   EXPECT_EQ(pl.unroll, 4);
+  EXPECT_EQ(pl.chunk * 4, 64u << 10);
+  EXPECT_EQ(pl.tiles, 0u);
+  // f64 of a mean of 32 (16 vectors): two lanes, 64 KiB; a mean of 128 f32 elements (32
+  // vectors): four lanes and the chunk from the size (2^24 x 4 bytes over 8 chunks of each of
+  // 132 x 4 resident chunk blocks: under 16 KiB, so 16).
+  pl = seg::make_plan(ragged(1u << 19, 1u << 24), 8, 8, false, h100());
+  EXPECT_EQ(pl.group, 2);
+  EXPECT_EQ(pl.chunk * 8, 64u << 10);
+  pl = seg::make_plan(ragged(1u << 17, 1u << 24), 4, 4, false, h100());
+  EXPECT_EQ(pl.group, 4);
+  EXPECT_EQ(pl.chunk * 4, 16u << 10);
+  // Few segments of a mean of 64 (2^14 x 2 lanes under half the GPU): widened, the size's chunk.
+  pl = seg::make_plan(ragged(1u << 14, 1u << 20), 4, 4, false, h100());
+  EXPECT_EQ(pl.chunk * 4, 16u << 10);
   pl = seg::make_plan(ragged(2048, 1u << 20), 4, 4, false, h100());
   EXPECT_EQ(pl.how, seg::strategy::ragged);
-  EXPECT_EQ(pl.group, 32);  // mean 512: eight lanes, widened (2048 x 32 <= 135168)
+  EXPECT_EQ(pl.group, 32);  // mean 512: sixteen lanes, widened (2048 x 32 <= 135168)
   EXPECT_EQ(pl.unroll, 8);
   EXPECT_EQ(pl.chunk * 4, 16u << 10);  // small inputs: the smallest chunk, many blocks
   EXPECT_LE(pl.short_max, pl.chunk);

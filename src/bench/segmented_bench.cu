@@ -39,14 +39,16 @@ std::string pow2(std::uint64_t v) {
   return (std::uint64_t(1) << k) == v ? "2^" + std::to_string(k) : std::to_string(v);
 }
 
-// Heavy-tailed lengths (Pareto-like, a fifth of the segments empty) summing to exactly n.
-std::vector<std::int64_t> ragged_offsets(std::uint64_t n, std::uint64_t segments, std::uint64_t seed) {
+// Heavy-tailed lengths (Pareto-like, a fifth of the segments empty) summing to exactly n; with
+// pareto false, light-tailed ones (uniform on 0 to twice the mean, none forced empty): the same
+// mean without the few long segments that hold a wave's last warps.
+std::vector<std::int64_t> ragged_offsets(std::uint64_t n, std::uint64_t segments, std::uint64_t seed, bool pareto = true) {
   std::mt19937_64 rng(seed);
   std::vector<double> w(segments);
   double total = 0;
   for (std::uint64_t s = 0; s < segments; ++s) {
     const double u = std::uniform_real_distribution<double>(1e-6, 1)(rng);
-    w[s] = s % 5 == 0 ? 0 : std::pow(u, -1.0 / 1.2);  // Pareto, alpha 1.2
+    w[s] = !pareto ? u : s % 5 == 0 ? 0 : std::pow(u, -1.0 / 1.2);  // Pareto, alpha 1.2
     total += w[s];
   }
   std::vector<std::int64_t> off(segments + 1, 0);
@@ -281,6 +283,10 @@ report run_segmented_bench(const segmented_bench_options& opt) {
     sg.title = "ragged segments (Pareto lengths, a fifth empty; shape: segments x mean length), f32 sum: every "
                "candidate plan vs the rule's pick (" + dev.name + ")";
     sg.columns = sweep_columns;
+    table su;
+    su.title = "ragged segments of light-tailed lengths (uniform on 0 to twice the mean; shape: segments x mean "
+               "length), f32 sum: every candidate plan vs the rule's pick (" + dev.name + ")";
+    su.columns = sweep_columns;
     auto form_on = [&](const char* f) {
       return opt.sweep_forms.empty() || std::find(opt.sweep_forms.begin(), opt.sweep_forms.end(), f) != opt.sweep_forms.end();
     };
@@ -311,25 +317,30 @@ report run_segmented_bench(const segmented_bench_options& opt) {
             },
             [&](const seg::plan& rule) { return seg::row_candidates(p, 4, 4, sweep_limits(rule)); });
       }
-      // The ragged table's shapes: a mean of 4096 and of 64 elements, and 1024 segments.
-      for (std::uint64_t segments : ragged_counts(total)) {
-        if (segments == 0 || !form_on("ragged")) continue;
-        const auto h = ragged_offsets(total, segments, 11 + lt);
+      // The ragged table's shapes: a mean of 4096 and of 64 elements, and 1024 segments; and
+      // (form ragged-uniform) a mean of 64 with a light tail, where the rule's choice between
+      // tiles and lane groups of one lane cannot see the lengths.
+      auto ragged_shape = [&](table& t, const char* form, std::uint64_t segments, bool pareto) {
+        const auto h = ragged_offsets(total, segments, 11 + lt, pareto);
         check(cudaMemcpy(offs.p, h.data(), h.size() * 8, cudaMemcpyHostToDevice), "offsets");
         const auto* b = offs.as<std::int64_t>();
         seg::problem p;
         p.outer = segments, p.n = total, p.d_begin = b, p.d_end = b + 1, p.aligned16 = true;
         sweep_shape(
-            sg, "ragged", total, segments, total / segments,
+            t, form, total, segments, total / segments,
             [&](cudaStream_t s) {
               reduce_segments(x.p, total, b, b + 1, segments, dtype::f32, op::sum, out.p, reinterpret_cast<stream_t>(s));
             },
             [&](const seg::plan& rule) { return seg::ragged_candidates(p, 4, 4, sweep_limits(rule)); });
-      }
+      };
+      for (std::uint64_t segments : ragged_counts(total))
+        if (segments != 0 && form_on("ragged")) ragged_shape(sg, "ragged", segments, true);
+      if (total / 64 != 0 && form_on("ragged-uniform")) ragged_shape(su, "ragged-uniform", total / 64, false);
     }
     if (!sw.rows.empty()) rep.tables.push_back(std::move(sw));
     if (!sr.rows.empty()) rep.tables.push_back(std::move(sr));
     if (!sg.rows.empty()) rep.tables.push_back(std::move(sg));
+    if (!su.rows.empty()) rep.tables.push_back(std::move(su));
   }
 
   // Ragged: heavy-tailed segment lengths, empty ones included, against CUB on the same offsets.

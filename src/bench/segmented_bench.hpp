@@ -18,7 +18,7 @@ struct segmented_bench_options {
   bool quick = false;
   bool sweep = false;  // also time every candidate column and row plan against the rule's pick
   bool sweep_only = false;  // that sweep alone (no rows, columns, ragged or dot tables)
-  std::vector<std::string> sweep_forms;  // the sweep's forms: columns, rows, ragged (empty: all three)
+  std::vector<std::string> sweep_forms;  // the sweep's forms: columns, rows, ragged, ragged-uniform (empty: all)
   std::function<void(const std::string&)> progress;
 };
 

@@ -342,9 +342,11 @@ int main(int argc, char** argv) {
   segb->add_flag("--quick", seg_quick, "fewer repetitions");
   segb->add_flag("--sweep", seg_sweep, "also time every candidate plan of the column shapes, of rows of 16-32768 elements and of the ragged shapes against the rule's pick");
   segb->add_flag("--sweep-only", seg_sweep_only, "that sweep alone (no rows, columns, ragged or dot tables)");
-  segb->add_option("--sweep-forms", seg_forms, "the sweep's forms, e.g. ragged or rows,columns (default: all)")
+  segb->add_option("--sweep-forms", seg_forms,
+                   "the sweep's forms, e.g. ragged or rows,columns (default: all); ragged-uniform: segments of a "
+                   "mean of 64 with light-tailed lengths")
       ->delimiter(',')
-      ->check(CLI::IsMember({"columns", "rows", "ragged"}));
+      ->check(CLI::IsMember({"columns", "rows", "ragged", "ragged-uniform"}));
   segb->add_option("--totals", seg_totals, "log2 of the total elements, e.g. 20,24,28")->delimiter(',');
 
   output_files host_out;

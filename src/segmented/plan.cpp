@@ -240,15 +240,18 @@ plan ragged_groups_plan(const problem& p, int elem_bytes, int acc_bytes, const d
   const std::uint64_t nvec = (segments ? p.n / segments : 0) / vn;  // of the mean length
   // Balanced by elements: a heavy tail puts most of the data in a few segments far longer
   // than the mean, so lane groups take the short ones, warps the middle ones and blocks cut
-  // the long ones into chunks. A heavy tail puts the median far below the mean: lanes are
-  // sized for a quarter of it. Segments whose lane groups would hold less than half the
+  // the long ones into chunks. A lane takes about eight vectors of a segment of the mean
+  // length (two rounds of four loads): one lane a segment of 64 f32 elements left lengths
+  // uniform on 0-128 at 45% of the ceiling (2^28 in 2^22: 768 us; two lanes 569, H100
+  // 2026-11-26 23:5x UTC, `--sweep-forms ragged-uniform`) for 0.6% on Pareto lengths (559 / 562;
+  // the H200 below). Segments whose lane groups would hold less than half the
   // GPU's threads get wider groups, up to that half, and eight loads in flight (as few rows
   // do): `tally bench segmented --sweep` on the H100 (2026-11-26 16:05 UTC, f32 sums, graph
   // us, 2^20 elements): 2^14 segments of mean 64, one lane 21.2, eight lanes 16.1, with eight
   // loads 15.5; 2^8 of mean 4096, 32 lanes 15.7, with eight loads 14.6; at 2^24, 2^12 of mean
   // 4096 46.6 / 45.6; where the groups fill the GPU, eight loads were slower (2^16 segments at
   // 2^28: 394 / 402).
-  int g = static_cast<int>(std::min<std::uint64_t>(32, pow2_floor(std::max<std::uint64_t>(1, nvec / 16))));
+  int g = static_cast<int>(std::min<std::uint64_t>(32, pow2_floor(std::max<std::uint64_t>(1, nvec / 8))));
   const std::uint64_t half_gpu = sms * static_cast<std::uint64_t>(std::max(1, d.max_threads_per_sm)) / 2;
   const bool few = std::max<std::uint64_t>(1, segments) * static_cast<std::uint64_t>(g) <= half_gpu;
   while (few && g < 32 && std::max<std::uint64_t>(1, segments) * static_cast<std::uint64_t>(2 * g) <= half_gpu) g *= 2;
@@ -256,14 +259,17 @@ plan ragged_groups_plan(const problem& p, int elem_bytes, int acc_bytes, const d
   const std::uint64_t resident_chunk = sms * std::max(1, d.max_threads_per_sm / kChunkBlock);
   std::uint64_t bytes = pow2_floor(std::max<std::uint64_t>(1, p.n * eb / (kChunksPerBlock * resident_chunk)));
   bytes = std::min(std::max(bytes, kChunkMinBytes), kChunkMaxBytes);
-  // Lane groups, not tiles (a sweep candidate). The tile kernel rewritten on 2026-11-26 (marks
-  // and one pass) is ahead at one shape of the sweep: f32 sums, graph us, its best chunk / this
-  // rule, 2^24 elements in 2^18 segments of mean 64 53.9 / 67.1 (H100 22:01 UTC), 55.2 / 63.5
-  // (H200 22:12); level at 2^28 in 2^22 (561 / 559 H100), behind on the H200 there (517 / 452)
-  // and at every other shape (docs/data/segmented-sweep-{h100,h200}-ragged-tiles-marks.md). Its
-  // offset check, which writes the tiles' partition, counted every write on one word (ncu, H200:
-  // 112 us against 34 without the partition); it counts them per block since, not yet measured.
-  // docs/tuning.md "Ragged tiles rewritten".
+  // Short segments (a mean under 32 vectors) filling the GPU: the largest chunk, so that a warp,
+  // not the chunk kernel, takes the middle segments of a tail. Tiles stay a sweep candidate: they
+  // lead on heavy tails while two lanes a segment fill the GPU a few times at most, and trail on
+  // light ones. `tally bench segmented --sweep` (2026-11-26, f32 sums, graph us, Pareto lengths
+  // / uniform on 0-128; H100 23:4x-23:5x UTC, H200 00:0x UTC): 2^24 elements in 2^18 segments of
+  // mean 64, two lanes with 64 KiB chunks 61.4 / 44.3 (H100), 56.4 / 38.5 (H200), with 16 KiB
+  // 67.2 / - and 63.1 / 44.2, tiles 54.0 / 50.7 and 51.6 / 49.0; 2^26 in 2^20 (H200) two lanes
+  // 146.3 / 121.8 (32 KiB: 147.9 / 129.2), tiles 150.8 / 151.5; 2^28 in 2^22 two lanes 562.2 /
+  // 569.5 (H100), 474.0 / 460.5 (H200), one lane 559.0 / 768.0 and 453.8 / 593.7, tiles 561.6 /
+  // 573.1 and 530.3 / 552.2 (docs/data/segmented-sweep-{h100,h200}-ragged-lanes.md).
+  if (nvec < 32 && !few) bytes = kChunkMaxBytes;
   fill_ragged(r, p, g, bytes, few && acc_bytes <= kRowTileEightMaxAcc ? 8 : 4, false, elem_bytes, acc_bytes, sms, d);
   return r;
 }
