@@ -5,7 +5,8 @@
 # check of `tally reduce/stats/dot` against numpy), sanitize
 # (compute-sanitizer memcheck/racecheck/synccheck/initcheck on the tests at small sizes), bench
 # (tally info + tally bench core), numerics (tally bench numerics: argmin/argmax vs CUB, dot vs
-# cuBLAS, accuracy modes, stats, f16/bf16; about 2 minutes), segmented (tally bench segmented), host
+# cuBLAS, accuracy modes, stats, f16/bf16; about 2 minutes), segmented (tally bench segmented), segprof
+# (one segmented plan under ncu: TALLY_PROFILE_PLAN / _FORM / _TOTAL / _SHAPE / _SECTIONS), host
 # (tally bench host, tally bench cpu and scripts/host-file-check.py: host memory and files end to end), python
 # (scripts/python-bench.py: tally.sum vs torch and cupy), pytest (the Python tests alone; the test
 # stage runs them too), calls (tally bench calls: the host cost of one small call and of the
@@ -162,6 +163,20 @@ if has segmented; then
     >/dev/null 2>>"$out/progress.log" || status=1
   tail -2 "$out/progress.log"
   grep -c MISMATCH "$out/bench-segmented.md" 2>/dev/null | grep -qv '^0$' && { echo "segmented: MISMATCH" | tee -a "$out/summary.txt"; status=1; }
+fi
+if has segprof; then
+  # One segmented plan under Nsight Compute: TALLY_PROFILE_PLAN (a sweep label, "ragged g2 k64", or
+  # "rule"), TALLY_PROFILE_FORM (ragged, ragged-uniform, rows, columns), TALLY_PROFILE_TOTAL (log2),
+  # TALLY_PROFILE_SHAPE ("2^22 x 2^6"); TALLY_PROFILE_SECTIONS (ncu's --section list).
+  step "ncu: segmented plan '${TALLY_PROFILE_PLAN:-rule}' at ${TALLY_PROFILE_FORM:-ragged} 2^${TALLY_PROFILE_TOTAL:-28} ${TALLY_PROFILE_SHAPE:-}"
+  sections=""
+  for sec in ${TALLY_PROFILE_SECTIONS:-SpeedOfLight Occupancy WarpStateStats SchedulerStats InstructionStats}; do sections="$sections --section $sec"; done
+  timeout 400 ncu --profile-from-start off $sections -k 'regex:seg_' "$bin/tally" bench segmented --sweep-only \
+    --sweep-forms "${TALLY_PROFILE_FORM:-ragged}" --totals "${TALLY_PROFILE_TOTAL:-28}" --profile-plan "${TALLY_PROFILE_PLAN:-rule}" \
+    ${TALLY_PROFILE_SHAPE:+--profile-shapes "$TALLY_PROFILE_SHAPE"} --profile-reps 1 --md "$out/segprof.md" \
+    >"$out/segprof.log" 2>&1 || status=1
+  grep -E "seg_[a-z_]+kernel|Duration|DRAM Throughput|Issued Ipc|No Eligible|Stall|Warp Cycles Per Issued" "$out/segprof.log" \
+    | head -60 | tee -a "$out/summary.txt"
 fi
 if has host; then
   step "bench host: host memory end to end (staged, in place, cudaMemcpy + reduce)"

@@ -257,7 +257,7 @@ TEST(SegmentedPlanCpu, RaggedPieces) {
   }
 }
 
-// Ragged segments: groups from the mean length, warps past short_max, chunks of 16-256 KiB of
+// Ragged segments: groups from the mean length, warps past short_max, chunks of 16-64 KiB of
 // input for long ones, within the workspace; columns narrow their tiles so that a tile's last
 // block combines at most 16 Ki partials.
 TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
@@ -276,8 +276,8 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
   EXPECT_EQ(pl.group, 8);  // 2^14 x 8 = 131072 <= 135168 < 2^14 x 16
   EXPECT_EQ(pl.unroll, 8);
   EXPECT_EQ(seg::make_plan(ragged(1u << 14, 1u << 20), 4, 16, false, h100()).unroll, 4);
-  // Short segments (a mean under 32 vectors) filling the GPU: 64 KiB chunks at any size; lane
-  // groups, not tiles (a sweep candidate).
+  // Short segments (a mean under 32 vectors) filling the GPU: chunks of at least the input over
+  // the 132 x 4 resident chunk blocks, up to 64 KiB; lane groups, not tiles (a sweep candidate).
   pl = seg::make_plan(ragged(1u << 18, 1u << 24), 4, 4, false, h100());
   EXPECT_EQ(pl.how, seg::strategy::ragged);
   EXPECT_EQ(pl.group, 2);
@@ -295,6 +295,14 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
   EXPECT_EQ(pl.chunk * 4, 16u << 10);
   // Few segments of a mean of 64 (2^14 x 2 lanes under half the GPU): widened, the size's chunk.
   pl = seg::make_plan(ragged(1u << 14, 1u << 20), 4, 4, false, h100());
+  EXPECT_EQ(pl.chunk * 4, 16u << 10);
+  // Smaller inputs of short segments: 2^23 f32 over 528 chunk blocks is 63550 bytes, so 32 KiB;
+  // 2^20 elements in 2^18 segments (a mean of 4): 7943 bytes, so the size's 16 KiB.
+  pl = seg::make_plan(ragged(1u << 17, 1u << 23), 4, 4, false, h100());
+  EXPECT_EQ(pl.group, 2);
+  EXPECT_EQ(pl.chunk * 4, 32u << 10);
+  pl = seg::make_plan(ragged(1u << 18, 1u << 20), 4, 4, false, h100());
+  EXPECT_EQ(pl.group, 1);
   EXPECT_EQ(pl.chunk * 4, 16u << 10);
   pl = seg::make_plan(ragged(2048, 1u << 20), 4, 4, false, h100());
   EXPECT_EQ(pl.how, seg::strategy::ragged);

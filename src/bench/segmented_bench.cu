@@ -1,5 +1,6 @@
 // `tally bench segmented` (see segmented_bench.hpp).
 #include <cub/device/device_segmented_reduce.cuh>
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
@@ -238,7 +239,6 @@ report run_segmented_bench(const segmented_bench_options& opt) {
           const forced f(&c);
           call(s);
         });
-      const auto tm = time_interleaved(calls, stream, 1, sweep_timing);
       auto same_as_rule = [&](const seg::plan& c) {
         return c.how == rule.how && c.col_vecs == rule.col_vecs && c.per_seg == rule.per_seg &&
                c.split_block == rule.split_block && c.unroll == rule.unroll &&
@@ -247,6 +247,32 @@ report run_segmented_bench(const segmented_bench_options& opt) {
                     ? true
                     : c.group == rule.group);
       };
+      if (!opt.profile_plan.empty()) {
+        // One plan between the profiler's start and stop (ncu --profile-from-start off), no timing.
+        const std::string shape = pow2(rows) + " x " + pow2(cols);
+        if (!opt.profile_shapes.empty() &&
+            std::find(opt.profile_shapes.begin(), opt.profile_shapes.end(), shape) == opt.profile_shapes.end())
+          return;
+        std::size_t pick = 0;  // calls[0]: the rule's
+        for (std::size_t k = 0; k < cands.size() && opt.profile_plan != "rule"; ++k)
+          if (plan_cell(cands[k]) == opt.profile_plan) pick = k + 1;
+        if (pick == 0 && opt.profile_plan != "rule") return;  // no such candidate at this shape
+        const seg::plan& pl = pick == 0 ? rule : cands[pick - 1];
+        check(cudaStreamSynchronize(stream), "sync");
+        check(cudaProfilerStart(), "cudaProfilerStart");
+        for (int r = 0; r < std::max(1, opt.profile_reps); ++r) calls[pick](stream, 0);
+        check(cudaStreamSynchronize(stream), "sync");
+        check(cudaProfilerStop(), "cudaProfilerStop");
+        json row;
+        row["total"] = pow2(total);
+        row["shape"] = shape;
+        row["plan"] = plan_cell(pl) + " (profiled: " + pl.why + ")";
+        row["rule"] = pick == 0 || same_as_rule(pl) ? "<- rule" : "";
+        sw.rows.push_back(row);
+        if (opt.progress) opt.progress(std::string("profiled ") + form + " " + shape + ": " + plan_cell(pl));
+        return;
+      }
+      const auto tm = time_interleaved(calls, stream, 1, sweep_timing);
       auto row_of = [&](const seg::plan& c, double us, bool is_rule) {
         json r;
         r["total"] = pow2(total);
@@ -318,8 +344,8 @@ report run_segmented_bench(const segmented_bench_options& opt) {
             [&](const seg::plan& rule) { return seg::row_candidates(p, 4, 4, sweep_limits(rule)); });
       }
       // The ragged table's shapes: a mean of 4096 and of 64 elements, and 1024 segments; and
-      // (form ragged-uniform) a mean of 64 with a light tail, where the rule's choice between
-      // tiles and lane groups of one lane cannot see the lengths.
+      // (form ragged-uniform) a mean of 64 with a light tail: the rule sees only the mean and
+      // cannot tell a light tail from a heavy one.
       auto ragged_shape = [&](table& t, const char* form, std::uint64_t segments, bool pareto) {
         const auto h = ragged_offsets(total, segments, 11 + lt, pareto);
         check(cudaMemcpy(offs.p, h.data(), h.size() * 8, cudaMemcpyHostToDevice), "offsets");

@@ -19,6 +19,13 @@ struct segmented_bench_options {
   bool sweep = false;  // also time every candidate column and row plan against the rule's pick
   bool sweep_only = false;  // that sweep alone (no rows, columns, ragged or dot tables)
   std::vector<std::string> sweep_forms;  // the sweep's forms: columns, rows, ragged, ragged-uniform (empty: all)
+  // Profiling instead of timing: at each sweep shape named in profile_shapes (as the table
+  // prints it, "2^22 x 2^6"; empty: every shape), the candidate plan of this label ("ragged g2
+  // k64"; "rule": the rule's pick) runs profile_reps times between cudaProfilerStart and Stop,
+  // for `ncu --profile-from-start off`; its row gives no time.
+  std::string profile_plan;
+  std::vector<std::string> profile_shapes;
+  int profile_reps = 3;
   std::function<void(const std::string&)> progress;
 };
 

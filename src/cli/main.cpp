@@ -348,6 +348,16 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->check(CLI::IsMember({"columns", "rows", "ragged", "ragged-uniform"}));
   segb->add_option("--totals", seg_totals, "log2 of the total elements, e.g. 20,24,28")->delimiter(',');
+  std::string seg_profile;
+  std::vector<std::string> seg_profile_shapes;
+  int seg_profile_reps = 3;
+  segb->add_option("--profile-plan", seg_profile,
+                   "with --sweep-only: run this candidate plan (as the sweep prints it, e.g. \"ragged g2 k64\"; rule: "
+                   "the rule's pick) between cudaProfilerStart/Stop at each sweep shape instead of timing "
+                   "(ncu --profile-from-start off)");
+  segb->add_option("--profile-shapes", seg_profile_shapes, "the sweep shapes to profile, e.g. \"2^22 x 2^6\" (default: all)")
+      ->delimiter(',');
+  segb->add_option("--profile-reps", seg_profile_reps, "calls of the profiled plan (default 3)")->check(CLI::Range(1, 1000));
 
   output_files host_out;
   tally::bench::host_bench_options host_opt;
@@ -535,6 +545,13 @@ int main(int argc, char** argv) {
       o.sweep = seg_sweep;
       o.sweep_only = seg_sweep_only;
       o.sweep_forms = seg_forms;
+      o.profile_plan = seg_profile;
+      o.profile_shapes = seg_profile_shapes;
+      o.profile_reps = seg_profile_reps;
+      if (!seg_profile.empty() && !seg_sweep_only) {
+        std::cerr << "tally bench segmented: --profile-plan needs --sweep-only\n";
+        return 2;
+      }
       return bench_run("segmented", o, tally::bench::run_segmented_bench, seg_out);
     }
     if (hostb->parsed()) {

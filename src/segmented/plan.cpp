@@ -241,10 +241,8 @@ plan ragged_groups_plan(const problem& p, int elem_bytes, int acc_bytes, const d
   // Balanced by elements: a heavy tail puts most of the data in a few segments far longer
   // than the mean, so lane groups take the short ones, warps the middle ones and blocks cut
   // the long ones into chunks. A lane takes about eight vectors of a segment of the mean
-  // length (two rounds of four loads): one lane a segment of 64 f32 elements left lengths
-  // uniform on 0-128 at 45% of the ceiling (2^28 in 2^22: 768 us; two lanes 569, H100
-  // 2026-11-26 23:5x UTC, `--sweep-forms ragged-uniform`) for 0.6% on Pareto lengths (559 / 562;
-  // the H200 below). Segments whose lane groups would hold less than half the
+  // length (two rounds of four loads; until 2026-11-27 four rounds, one lane a segment of 64 f32
+  // elements, which read lengths uniform on 0-128 at 45% of the ceiling at 2^28: below). Segments whose lane groups would hold less than half the
   // GPU's threads get wider groups, up to that half, and eight loads in flight (as few rows
   // do): `tally bench segmented --sweep` on the H100 (2026-11-26 16:05 UTC, f32 sums, graph
   // us, 2^20 elements): 2^14 segments of mean 64, one lane 21.2, eight lanes 16.1, with eight
@@ -259,17 +257,24 @@ plan ragged_groups_plan(const problem& p, int elem_bytes, int acc_bytes, const d
   const std::uint64_t resident_chunk = sms * std::max(1, d.max_threads_per_sm / kChunkBlock);
   std::uint64_t bytes = pow2_floor(std::max<std::uint64_t>(1, p.n * eb / (kChunksPerBlock * resident_chunk)));
   bytes = std::min(std::max(bytes, kChunkMinBytes), kChunkMaxBytes);
-  // Short segments (a mean under 32 vectors) filling the GPU: the largest chunk, so that a warp,
+  // Short segments (a mean under 32 vectors) filling the GPU: chunks of at least the input over
+  // the resident chunk blocks, up to 64 KiB (from 2^24 f32 elements on 132 SMs), so that a warp,
   // not the chunk kernel, takes the middle segments of a tail. Tiles stay a sweep candidate: they
-  // lead on heavy tails while two lanes a segment fill the GPU a few times at most, and trail on
-  // light ones. `tally bench segmented --sweep` (2026-11-26, f32 sums, graph us, Pareto lengths
-  // / uniform on 0-128; H100 23:4x-23:5x UTC, H200 00:0x UTC): 2^24 elements in 2^18 segments of
-  // mean 64, two lanes with 64 KiB chunks 61.4 / 44.3 (H100), 56.4 / 38.5 (H200), with 16 KiB
-  // 67.2 / - and 63.1 / 44.2, tiles 54.0 / 50.7 and 51.6 / 49.0; 2^26 in 2^20 (H200) two lanes
-  // 146.3 / 121.8 (32 KiB: 147.9 / 129.2), tiles 150.8 / 151.5; 2^28 in 2^22 two lanes 562.2 /
-  // 569.5 (H100), 474.0 / 460.5 (H200), one lane 559.0 / 768.0 and 453.8 / 593.7, tiles 561.6 /
-  // 573.1 and 530.3 / 552.2 (docs/data/segmented-sweep-{h100,h200}-ragged-lanes.md).
-  if (nvec < 32 && !few) bytes = kChunkMaxBytes;
+  // lead on heavy tails where the lane groups fill the GPU a few times at most, and trail on light
+  // ones. `tally bench segmented --sweep-only --sweep-forms ragged,ragged-uniform`, f32 sums,
+  // graph us, Pareto lengths / uniform on 0-128, two lanes with 64 KiB chunks (the rule), one
+  // lane with 64 KiB, tiles at their best chunk, and the best candidate (H100 2026-11-27 00:08 UTC,
+  // docs/data/segmented-sweep-h100-ragged-lanes.md; H200 00:03 UTC, -h200-ragged-lanes.md):
+  //   H100 2^24 in 2^18: 61.7 / 44.4, 66.2 / 51.0, 54.0 / 50.1, best 54.0 / 43.4
+  //   H100 2^28 in 2^22: 562.7 / 570.7, 557.2 / 767.4, 559.7 / 571.7, best 556.2 / 533.2
+  //   H200 2^24 in 2^18: 56.4 / 38.5, 60.9 / 43.1, 51.5 / 47.8, best 51.5 / 37.2
+  //   H200 2^28 in 2^22: 474.0 / 460.5, 453.8 / 593.7, 530.3 / 552.2, best 453.8 / 431.9
+  // The rule's worst over both tails, both GPUs and 2^24-2^28 is 14% over the best candidate (H100
+  // 2^24, Pareto: tiles), one lane's 44% (H100 2^28, uniform), tiles' 34% (H200 2^26, uniform).
+  // Two lanes with 16 KiB chunks took 67.1 / 50.0 (H100 2^24). docs/tuning.md, "Ragged lane
+  // groups: two lanes and light tails".
+  if (nvec < 32 && !few)
+    bytes = std::max(bytes, std::min(kChunkMaxBytes, pow2_floor(std::max<std::uint64_t>(1, p.n * eb / resident_chunk))));
   fill_ragged(r, p, g, bytes, few && acc_bytes <= kRowTileEightMaxAcc ? 8 : 4, false, elem_bytes, acc_bytes, sms, d);
   return r;
 }
