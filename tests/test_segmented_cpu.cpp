@@ -284,26 +284,24 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
   EXPECT_EQ(pl.unroll, 4);
   EXPECT_EQ(pl.chunk * 4, 64u << 10);
   EXPECT_EQ(pl.tiles, 0u);
-  // f64 of a mean of 32 (16 vectors): two lanes, 64 KiB; a mean of 128 f32 elements (32
-  // vectors): four lanes and the chunk from the size (2^24 x 4 bytes over 8 chunks of each of
-  // 132 x 4 resident chunk blocks: under 16 KiB, so 16).
-  pl = seg::make_plan(ragged(1u << 19, 1u << 24), 8, 8, false, h100());
-  EXPECT_EQ(pl.group, 2);
-  EXPECT_EQ(pl.chunk * 8, 64u << 10);
-  pl = seg::make_plan(ragged(1u << 17, 1u << 24), 4, 4, false, h100());
-  EXPECT_EQ(pl.group, 4);
-  EXPECT_EQ(pl.chunk * 4, 16u << 10);
-  // Few segments of a mean of 64 (2^14 x 2 lanes under half the GPU): widened, the size's chunk.
-  pl = seg::make_plan(ragged(1u << 14, 1u << 20), 4, 4, false, h100());
-  EXPECT_EQ(pl.chunk * 4, 16u << 10);
-  // Smaller inputs of short segments: 2^23 f32 over 528 chunk blocks is 63550 bytes, so 32 KiB;
-  // 2^20 elements in 2^18 segments (a mean of 4): 7943 bytes, so the size's 16 KiB.
-  pl = seg::make_plan(ragged(1u << 17, 1u << 23), 4, 4, false, h100());
-  EXPECT_EQ(pl.group, 2);
-  EXPECT_EQ(pl.chunk * 4, 32u << 10);
-  pl = seg::make_plan(ragged(1u << 18, 1u << 20), 4, 4, false, h100());
-  EXPECT_EQ(pl.group, 1);
-  EXPECT_EQ(pl.chunk * 4, 16u << 10);
+  // Lanes and chunk bytes by shape: f64 of a mean of 32 (16 vectors): two lanes, 64 KiB; a mean
+  // of 128 f32 elements (32 vectors): four lanes and the chunk from the size (2^24 x 4 bytes over
+  // 8 chunks of each of 132 x 4 resident chunk blocks: under 16 KiB, so 16); few segments of a
+  // mean of 64 (2^14 x 2 lanes under half the GPU): widened, the size's chunk; smaller inputs of
+  // short segments: 2^23 f32 over 528 chunk blocks is 63550 bytes, so 32 KiB; 2^20 elements in
+  // 2^18 segments (a mean of 4): 7943 bytes, so the size's 16 KiB.
+  struct lanes_case {
+    std::uint64_t segments, n;
+    int elem, group;
+    std::uint64_t chunk_bytes;
+  };
+  for (const lanes_case& lc : {lanes_case{1u << 19, 1u << 24, 8, 2, 64u << 10}, lanes_case{1u << 17, 1u << 24, 4, 4, 16u << 10},
+                               lanes_case{1u << 14, 1u << 20, 4, 8, 16u << 10}, lanes_case{1u << 17, 1u << 23, 4, 2, 32u << 10},
+                               lanes_case{1u << 18, 1u << 20, 4, 1, 16u << 10}}) {
+    pl = seg::make_plan(ragged(lc.segments, lc.n), lc.elem, lc.elem, false, h100());
+    EXPECT_EQ(pl.group, lc.group) << lc.segments << " in " << lc.n;
+    EXPECT_EQ(pl.chunk * static_cast<std::uint64_t>(lc.elem), lc.chunk_bytes) << lc.segments << " in " << lc.n;
+  }
   pl = seg::make_plan(ragged(2048, 1u << 20), 4, 4, false, h100());
   EXPECT_EQ(pl.how, seg::strategy::ragged);
   EXPECT_EQ(pl.group, 32);  // mean 512: sixteen lanes, widened (2048 x 32 <= 135168)
