@@ -1,6 +1,7 @@
 // The segmented layer's plan rule and argument checks, without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -244,14 +245,14 @@ TEST(SegmentedPlanCpu, RaggedPieces) {
   EXPECT_NE(seg::forced_plan_refusal(p256, tiny, 4, 64, small), "");
   EXPECT_EQ(seg::forced_plan_refusal(p256, tiny, 4, 64, h100()), "");
   EXPECT_EQ(seg::forced_plan_refusal(rows(4, 4), tiny, 4, 4, h100()), "");  // not ragged: nothing to check here
-  // The sweep: the lane groups' candidates (21, as for more segments), then pieces of 4 KiB to
+  // The sweep: the lane groups' candidates (27, as for more segments), then pieces of 4 KiB to
   // 256 KiB.
   const auto rc = seg::ragged_candidates(ragged(256, 1u << 20), 4, 4, h100());
-  ASSERT_EQ(rc.size(), 21u + 7u);
+  ASSERT_EQ(rc.size(), 27u + 7u);
   for (std::size_t i = 0; i < rc.size(); ++i) {
-    EXPECT_EQ(rc[i].how, i < 21 ? seg::strategy::ragged : seg::strategy::pieces) << i;
-    if (i >= 21) {
-      EXPECT_EQ(rc[i].chunk * 4, std::uint64_t(4) << (10 + i - 21)) << i;
+    EXPECT_EQ(rc[i].how, i < 27 ? seg::strategy::ragged : seg::strategy::pieces) << i;
+    if (i >= 27) {
+      EXPECT_EQ(rc[i].chunk * 4, std::uint64_t(4) << (10 + i - 27)) << i;
       EXPECT_EQ(rc[i].chunks, ((1u << 20) + rc[i].chunk - 1) / rc[i].chunk + 256) << i;
     }
   }
@@ -311,11 +312,18 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
   // The sweep's ragged candidates: every lane group with four and eight in flight at the rule's
   // chunk, the rule's group with other chunks; each within the workspace, short_max <= chunk.
   // Tiles at the rule's chunk and at 4, 8, 32 and 64 KiB (tiles of 4096 elements, a block each, their
-  // entries in the workspace beside the chunks'), the lane groups, the rule's with those chunks.
+  // entries in the workspace beside the chunks'), the lane groups with four and eight loads in
+  // flight, then eager with four, the rule's with those chunks. Eager lane groups only for
+  // elements of 4 or 8 bytes.
   const auto rc = seg::ragged_candidates(ragged(2048, 1u << 20), 4, 4, h100());
-  EXPECT_EQ(rc.size(), 5u + 12u + 4u);
+  EXPECT_EQ(rc.size(), 5u + 12u + 6u + 4u);
   for (std::size_t i = 0; i < rc.size(); ++i) {
     EXPECT_EQ(rc[i].tiles, i < 5 ? (1u << 20) / static_cast<std::uint64_t>(seg::kTileElems) : 0u) << i;
+    EXPECT_EQ(rc[i].eager, i >= 17 && i < 23) << i;
+    if (rc[i].eager) {
+      EXPECT_EQ(rc[i].group, 1 << (i - 17)) << i;
+      EXPECT_EQ(rc[i].unroll, 4) << i;
+    }
     EXPECT_EQ(seg::scratch_bytes(ragged(2048, 1u << 20), rc[i], 4, 4),
               (rc[i].chunks + rc[i].tiles) * seg::ragged_chunk_bytes(4));
   }
@@ -326,6 +334,11 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
     EXPECT_LE(c.chunks * seg::ragged_chunk_bytes(4), 4u << 20);
   }
   EXPECT_TRUE(seg::ragged_candidates(columns(64, 64), 4, 4, h100()).empty());
+  for (int eb : {1, 2}) {
+    const auto small_elems = seg::ragged_candidates(ragged(2048, 1u << 20), eb, 4, h100());
+    EXPECT_TRUE(std::none_of(small_elems.begin(), small_elems.end(), [](const seg::plan& c) { return c.eager; })) << eb;
+  }
+  EXPECT_FALSE(seg::make_plan(ragged(1u << 22, 1u << 28), 4, 4, false, h100()).eager);  // a candidate, not the rule
   // Past what the workspace holds per chunk, the chunk grows (and there are no tiles).
   pl = seg::make_plan(ragged(2000, std::uint64_t(1) << 40), 4, 16, false, h100());
   EXPECT_EQ(pl.how, seg::strategy::ragged);

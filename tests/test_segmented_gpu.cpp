@@ -628,10 +628,10 @@ TEST(SegmentedGpu, LoadsInFlightChangeNoBits) {
   loads_in_flight_same_bits<double>();
 }
 
-// Every ragged plan the sweep times (lane groups of 1-32 lanes, four and eight loads in flight,
-// chunks of a quarter to four times the rule's) on heavy-tailed in-order segments with empty ones
-// and gaps: small integers (sum, argmax with ties) against the reference, and on random floats
-// four and eight loads in flight give the same bits.
+// Every ragged plan the sweep times (lane groups of 1-32 lanes, four and eight loads in flight
+// and four eagerly, chunks of a quarter to four times the rule's) on heavy-tailed in-order
+// segments with empty ones and gaps: small integers (sum, argmax with ties) against the
+// reference, and on random floats four in flight, eight and eager give the same bits.
 TEST(SegmentedGpu, EveryRaggedCandidateIsRight) {
   TALLY_REQUIRE_GPU();
   const seg::device_limits lim = this_gpu_limits();
@@ -669,16 +669,20 @@ TEST(SegmentedGpu, EveryRaggedCandidateIsRight) {
           reduce_segments(di.get(), n, pb, pe, segments, dtype::f32, o, out.get());
         }
         const seg::plan ran = seg::last_plan();
-        EXPECT_TRUE(ran.how == c.how && ran.group == c.group && ran.chunk == c.chunk && ran.unroll == c.unroll);
+        EXPECT_TRUE(ran.how == c.how && ran.group == c.group && ran.chunk == c.chunk && ran.unroll == c.unroll &&
+                    ran.eager == c.eager);
         const std::string what = "ragged " + std::to_string(segments) + " forced g" + std::to_string(c.group) +
-                                 " chunk " + std::to_string(c.chunk) + " u" + std::to_string(c.unroll);
+                                 " chunk " + std::to_string(c.chunk) + " u" + std::to_string(c.unroll) +
+                                 (c.eager ? " eager" : "");
         check_results(what.c_str(), xi, ranges, o, out);
       }
     }
     const auto cands = seg::ragged_candidates(p, 4, 4, lim);
     for (const seg::plan& a : cands)
       for (const seg::plan& c : cands) {
-        if (a.tiles != 0 || c.tiles != 0 || a.unroll != 4 || c.unroll != 8 || a.group != c.group || a.chunk != c.chunk)
+        // Four in flight against eight, and against four issued eagerly: the same bits.
+        if (a.tiles != 0 || c.tiles != 0 || a.unroll != 4 || a.eager || (c.unroll != 8 && !c.eager) ||
+            a.group != c.group || a.chunk != c.chunk)
           continue;
         std::vector<float> ha(segments), hc(segments);
         device_buffer oa(segments * 4), oc(segments * 4);
@@ -692,7 +696,8 @@ TEST(SegmentedGpu, EveryRaggedCandidateIsRight) {
         }
         oa.download(ha.data(), segments * 4), oc.download(hc.data(), segments * 4);
         EXPECT_EQ(std::memcmp(ha.data(), hc.data(), segments * 4), 0)
-            << "ragged " << segments << " g" << a.group << ": four and eight in flight differ (seed " << test_seed() << ")";
+            << "ragged " << segments << " g" << a.group << ": four in flight and " << (c.eager ? "eager" : "eight")
+            << " differ (seed " << test_seed() << ")";
       }
   }
 }
@@ -736,7 +741,7 @@ int ragged_forced_case(const char* what, const std::vector<std::int64_t>& b, con
         reduce_segments(in, n, pb, pe, segments, dtype_of<T>(), o, out.get());
       }
       const seg::plan got = seg::last_plan();
-      EXPECT_TRUE(got.how == c.how && got.chunk == c.chunk && got.tiles == c.tiles) << what;
+      EXPECT_TRUE(got.how == c.how && got.chunk == c.chunk && got.tiles == c.tiles && got.eager == c.eager) << what;
       check_results((std::string(what) + " forced " + seg::to_string(c.how) + (c.tiles > 0 ? " tiles" : "") +
                      ", chunk " + std::to_string(c.chunk)).c_str(),
                     xs, ranges, o, out);
@@ -815,6 +820,40 @@ TEST(SegmentedGpu, RaggedTilesEdges) {
   ragged_tiles_edges<float>();
   ragged_tiles_edges<double>();
   ragged_tiles_edges<std::uint8_t>();
+}
+
+// Eager lane groups (range_share_eager; every lane-group width the sweep offers, forced): segments
+// of 0-300 elements (0-200 under the sanitizer) starting anywhere (heads and tails of 0-3 elements, last rounds of 0-3
+// vectors a lane), middle ones a warp reads and long ones past the chunk, the input at and one
+// element past a 16-byte boundary. Every op of the suite against the reference, for 4- and
+// 8-byte elements (smaller ones have no eager candidates).
+template <class T>
+void eager_lane_groups() {
+  std::vector<std::int64_t> b, e;
+  std::mt19937_64 rng(test_seed() + 23);
+  const bool small = small_only();  // under the sanitizer: about 2^16 elements
+  const std::uint64_t short_span = small ? 201 : 301, middle_span = small ? 3000 : 9000;
+  std::int64_t at = 1;
+  for (int k = 0; k < (small ? 300 : 3000); ++k) {
+    std::int64_t len = static_cast<std::int64_t>(rng() % short_span);
+    if (k % 97 == 5) len = 3000 + static_cast<std::int64_t>(rng() % middle_span);  // a warp's (or chunks')
+    if (k % 499 == 7) len = small ? 20000 : 70000;                                  // past any chunk
+    if (k % 11 == 3) at += static_cast<std::int64_t>(rng() % 5);               // a gap
+    b.push_back(at), e.push_back(at + len);
+    at += len;
+  }
+  const auto eager = [](const seg::plan& c) { return c.eager; };
+  for (std::uint64_t shift : {std::uint64_t(0), std::uint64_t(1)}) {
+    const int ran = ragged_forced_case<T>(shift ? "eager lane groups, input not 16-byte aligned" : "eager lane groups", b,
+                                          e, static_cast<std::uint64_t>(at), shift, eager, nullptr);
+    EXPECT_EQ(ran, 6) << "eager candidates (lane groups of 1-32) for " << sizeof(T) << "-byte elements";
+  }
+}
+TEST(SegmentedGpu, EagerLaneGroupsEveryOp) {
+  TALLY_REQUIRE_GPU();
+  eager_lane_groups<float>();
+  eager_lane_groups<double>();
+  eager_lane_groups<std::int32_t>();
 }
 
 // A ragged plan forced onto a call it was not made for (a longer input: more tiles, more chunks)

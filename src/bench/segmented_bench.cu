@@ -98,7 +98,8 @@ std::string plan_cell(const seg::plan& pl) {
          ((pl.how == seg::strategy::group || pl.how == seg::strategy::rowtile || pl.how == seg::strategy::ragged) &&
                   pl.unroll != 4
               ? " u" + std::to_string(pl.unroll)
-              : "");
+              : "") +
+         (pl.how == seg::strategy::ragged && pl.eager ? std::string(" e") : "");
 }
 
 // The plan rule's inputs for this GPU, as the library reads them, with the columns kernel's
@@ -242,7 +243,7 @@ report run_segmented_bench(const segmented_bench_options& opt) {
       auto same_as_rule = [&](const seg::plan& c) {
         return c.how == rule.how && c.col_vecs == rule.col_vecs && c.per_seg == rule.per_seg &&
                c.split_block == rule.split_block && c.unroll == rule.unroll &&
-               c.chunk == rule.chunk && c.tiles == rule.tiles &&
+               c.chunk == rule.chunk && c.tiles == rule.tiles && c.eager == rule.eager &&
                (c.how != seg::strategy::thin && c.how != seg::strategy::group && c.how != seg::strategy::ragged
                     ? true
                     : c.group == rule.group);

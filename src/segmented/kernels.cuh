@@ -158,10 +158,68 @@ __device__ __forceinline__ typename Op::acc_type range_share(const T* seg, std::
     acc = Op::combine(acc, core::transform_elem<Op>(elem_at<T, Op>(base, base2, t), lo + t));
   return acc;
 }
+// range_share's eager form (unary ops, elements of 4 or 8 bytes): the lane's scalar head and tail
+// and its first U vectors are loaded in one round, its last partial round of vectors in another,
+// where range_share waits for each head element, each vector past its last full round and each
+// tail element in turn (a segment of 64 f32 elements read by two lanes: two rounds, not up to
+// eight). The folds keep range_share's order (head, vectors j, j + G, ..., tail): the same bits.
 template <class T, class Op, int U = 4>
+__device__ __forceinline__ typename Op::acc_type range_share_eager(const T* seg, std::uint64_t len, unsigned lane,
+                                                                   unsigned G) {
+  using V = vec16<T>;
+  constexpr int VN = V::size, HM = VN - 1;  // a head or a tail holds at most VN - 1 elements
+  static_assert(!core::binary_v<Op> && VN >= 2 && VN <= 4, "unary ops, elements of 4 or 8 bytes");
+  typename Op::acc_type acc = Op::identity();
+  const core::split16 s = core::split_input(seg, len);
+  const V* vb = reinterpret_cast<const V*>(seg + s.head);
+  T hv[HM], tv[HM];
+  V v[U];
+  auto load_round = [&](std::uint64_t j0) {  // vectors j0, j0 + G, ..., those past nvec left out
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const std::uint64_t jv = j0 + std::uint64_t(u) * G;
+      v[u] = jv < s.nvec ? core::load_vec<core::load_hint::ldg>(vb + jv) : V{};
+    }
+  };
+#pragma unroll
+  for (int i = 0; i < HM; ++i) {
+    const std::uint64_t jh = lane + std::uint64_t(i) * G, jt = s.tail_begin + jh;
+    hv[i] = jh < s.head ? seg[jh] : T{};
+    tv[i] = jt < len ? seg[jt] : T{};
+  }
+  load_round(lane);
+#pragma unroll
+  for (int i = 0; i < HM; ++i) {
+    const std::uint64_t jh = lane + std::uint64_t(i) * G;
+    if (jh < s.head) acc = Op::combine(acc, core::transform_elem<Op>(hv[i], jh));
+  }
+  std::uint64_t j = lane;
+  for (;;) {  // v holds the loads of vectors j, j + G, ..., those past nvec left out
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const std::uint64_t jv = j + std::uint64_t(u) * G;
+      if (jv < s.nvec) acc = core::fold_vec<Op>(acc, v[u], s.head + jv * VN);
+    }
+    j += U * std::uint64_t(G);
+    if (j >= s.nvec) break;
+    load_round(j);
+  }
+#pragma unroll
+  for (int i = 0; i < HM; ++i) {
+    const std::uint64_t jt = s.tail_begin + lane + std::uint64_t(i) * G;
+    if (jt < len) acc = Op::combine(acc, core::transform_elem<Op>(tv[i], jt));
+  }
+  return acc;
+}
+// A group's share of a segment; EAGER: range_share_eager where it applies (unary ops, elements
+// of 4 or 8 bytes), range_share elsewhere.
+template <class T, class Op, int U = 4, bool EAGER = false>
 __device__ __forceinline__ typename Op::acc_type group_share(const T* base, std::uint64_t len, unsigned lane,
                                                              unsigned G, const T* base2 = nullptr) {
-  return range_share<T, Op, U>(base, 0, len, lane, G, base2);
+  if constexpr (EAGER && !core::binary_v<Op> && vec16<T>::size >= 2 && vec16<T>::size <= 4)
+    return range_share_eager<T, Op, U>(base, len, lane, G);
+  else
+    return range_share<T, Op, U>(base, 0, len, lane, G, base2);
 }
 // Row s of the second input of a binary op (null for unary ops).
 template <class T, class Op>
@@ -187,7 +245,7 @@ __device__ __forceinline__ void mark_long(std::int64_t* cover_a, std::int64_t* c
 // order, those longer than a chunk are only marked for the chunk kernel. U: loads in flight per
 // lane, of the groups and of the whole warp (4, or 8 where the plan says: the same bits either
 // way).
-template <class T, class Op, int BLOCK, int U>
+template <class T, class Op, int BLOCK, int U, bool EAGER = false>
 __device__ __forceinline__ void group_body(const seg_args<T, Op>& a) {
   const bool sorted = a.d_status != nullptr && a.d_status[1] == kSorted;
   const unsigned G = static_cast<unsigned>(a.group);
@@ -202,7 +260,7 @@ __device__ __forceinline__ void group_body(const seg_args<T, Op>& a) {
     if (valid) segment_range(a.p, s, off, len);
     const bool fits = len <= a.short_max;
     const T* base = a.d_in + off;
-    typename Op::acc_type acc = group_share<T, Op, U>(base, fits ? len : 0, lane, G, valid ? second_row(a, s) : nullptr);
+    typename Op::acc_type acc = group_share<T, Op, U, EAGER>(base, fits ? len : 0, lane, G, valid ? second_row(a, s) : nullptr);
     for (unsigned offset = G / 2; offset > 0; offset >>= 1)
       acc = Op::combine(acc, shfl_down_group(acc, static_cast<int>(offset), static_cast<int>(G)));
     if (valid && fits && lane == 0) a.d_out[s] = core::finalize_with<Op>(acc, len, base);
@@ -218,18 +276,18 @@ __device__ __forceinline__ void group_body(const seg_args<T, Op>& a) {
         continue;
       }
       const T* lbase = a.d_in + loff;
-      typename Op::acc_type r = group_share<T, Op, U>(lbase, llen, lane32, 32, second_row(a, ls));
+      typename Op::acc_type r = group_share<T, Op, U, EAGER>(lbase, llen, lane32, 32, second_row(a, ls));
       r = core::warp_reduce<Op, true>(r);
       if (lane32 == 0) a.d_out[ls] = core::finalize_with<Op>(r, llen, lbase);
     }
   }
 }
 
-template <class T, class Op, int BLOCK, int U = 4>
+template <class T, class Op, int BLOCK, int U = 4, bool EAGER = false>
 __global__ void __launch_bounds__(BLOCK) seg_group_kernel(seg_args<T, Op> a) {
   kernel_entry();
   if (status_bad(a.d_status)) return;
-  group_body<T, Op, BLOCK, U>(a);
+  group_body<T, Op, BLOCK, U, EAGER>(a);
 }
 
 // Ops whose combine gives the same bits in either order (integer and float sums, the means of

@@ -170,6 +170,9 @@ void launch(const void* d_in, const problem& p, bool, void* d_out, const seg_ctx
                                                          "launching the segmented tile kernel");
       } else if (pl.unroll == 8)
         go_resident<seg_group_kernel<T, Op, kGroupBlock, 8>>(a, pl.blocks, kGroupBlock, c, "launching the segmented group kernel");
+      else if (pl.eager)
+        go_resident<seg_group_kernel<T, Op, kGroupBlock, 4, true>>(a, pl.blocks, kGroupBlock, c,
+                                                                   "launching the segmented group kernel (eager)");
       else
         go_resident<seg_group_kernel<T, Op, kGroupBlock, 4>>(a, pl.blocks, kGroupBlock, c, "launching the segmented group kernel");
       if (pl.chunks > 0x7fffffffull) throw error("tally: internal error: too many ragged chunks");

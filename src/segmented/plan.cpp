@@ -537,8 +537,8 @@ std::vector<plan> ragged_candidates(const problem& p, int elem_bytes, int acc_by
   const plan rule = ragged_groups_plan(p, elem_bytes, acc_bytes, d);  // the lane groups' rule
   const std::uint64_t rule_bytes = rule.chunk * static_cast<std::uint64_t>(elem_bytes);
   // Tiles (where the workspace holds them) and every lane group (1-32 lanes) with four and eight
-  // loads in flight, at the rule's chunk; the rule's pick with chunks of a quarter to four times
-  // the rule's (4 KiB to 256 KiB).
+  // loads in flight and, for elements of 4 or 8 bytes, eager with four, at the rule's chunk; the
+  // rule's pick with chunks of a quarter to four times the rule's (4 KiB to 256 KiB).
   plan t;
   fill_ragged(t, p, rule.group, rule_bytes, 4, true, elem_bytes, acc_bytes, sms, d);
   if (t.tiles > 0) out.push_back(t);
@@ -553,6 +553,15 @@ std::vector<plan> ragged_candidates(const problem& p, int elem_bytes, int acc_by
     for (int u : {4, 8}) {
       plan r;
       fill_ragged(r, p, g, rule_bytes, u, false, elem_bytes, acc_bytes, sms, d);
+      out.push_back(r);
+    }
+  // Every lane group with its loads issued eagerly (four in flight; elements of 4 or 8 bytes).
+  if (elem_bytes == 4 || elem_bytes == 8)
+    for (int g = 1; g <= 32; g *= 2) {
+      plan r;
+      fill_ragged(r, p, g, rule_bytes, 4, false, elem_bytes, acc_bytes, sms, d);
+      r.eager = true;
+      r.why += "; each lane's head, tail and first round of loads issued together, and its last round";
       out.push_back(r);
     }
   for (std::uint64_t bytes = std::uint64_t(4) << 10; bytes <= (std::uint64_t(256) << 10); bytes *= 2) {

@@ -90,6 +90,8 @@ struct plan {
   std::uint64_t chunk = ~std::uint64_t(0);      // ragged: chunk of the input (elements); longer segments go to blocks
   std::uint64_t chunks = 0;                     // ragged: ceil(n / chunk); pieces: ceil(n / chunk) + segments
   std::uint64_t tiles = 0;  // ragged: tiles of kTileElems (offsets in order: the tile kernel), 0: lane groups
+  bool eager = false;       // ragged lane groups (four in flight): each lane's head, tail and first round of
+                            // loads together, and its last partial round together (range_share_eager)
   unsigned resident = 0; // columns: the resident blocks of the columns kernel the rule counted
   std::string why;       // the rule's reasons, for `tally bench segmented` and --debug
 };
