@@ -339,6 +339,22 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
     EXPECT_TRUE(std::none_of(small_elems.begin(), small_elems.end(), [](const seg::plan& c) { return c.eager; })) << eb;
   }
   EXPECT_FALSE(seg::make_plan(ragged(1u << 22, 1u << 28), 4, 4, false, h100()).eager);  // a candidate, not the rule
+  // Forced eager plans: ragged lane groups, four in flight, 4- or 8-byte elements only.
+  const seg::plan eager = rc[17];
+  ASSERT_TRUE(eager.eager);
+  EXPECT_EQ(seg::forced_plan_refusal(ragged(2048, 1u << 20), eager, 4, 4, h100()), "");
+  EXPECT_EQ(seg::forced_plan_refusal(ragged(2048, 1u << 20), eager, 8, 8, h100()), "");
+  EXPECT_NE(seg::forced_plan_refusal(ragged(2048, 1u << 20), eager, 2, 4, h100()), "");
+  EXPECT_NE(seg::forced_plan_refusal(ragged(2048, 1u << 20), eager, 1, 4, h100()), "");
+  seg::plan eager8 = eager;
+  eager8.unroll = 8;
+  EXPECT_NE(seg::forced_plan_refusal(ragged(2048, 1u << 20), eager8, 4, 4, h100()), "");
+  seg::plan eager_tiles = rc[0];
+  eager_tiles.eager = true;
+  EXPECT_NE(seg::forced_plan_refusal(ragged(2048, 1u << 20), eager_tiles, 4, 4, h100()), "");
+  seg::plan eager_rows = seg::make_plan(rows(1024, 64), 4, 4, false, h100());
+  eager_rows.eager = true;
+  EXPECT_NE(seg::forced_plan_refusal(rows(1024, 64), eager_rows, 4, 4, h100()), "");
   // Past what the workspace holds per chunk, the chunk grows (and there are no tiles).
   pl = seg::make_plan(ragged(2000, std::uint64_t(1) << 40), 4, 16, false, h100());
   EXPECT_EQ(pl.how, seg::strategy::ragged);

@@ -671,6 +671,7 @@ TEST(SegmentedGpu, EveryRaggedCandidateIsRight) {
         const seg::plan ran = seg::last_plan();
         EXPECT_TRUE(ran.how == c.how && ran.group == c.group && ran.chunk == c.chunk && ran.unroll == c.unroll &&
                     ran.eager == c.eager);
+        EXPECT_EQ(std::string(seg::last_kernel()).find("(eager)") != std::string::npos, c.eager) << seg::last_kernel();
         const std::string what = "ragged " + std::to_string(segments) + " forced g" + std::to_string(c.group) +
                                  " chunk " + std::to_string(c.chunk) + " u" + std::to_string(c.unroll) +
                                  (c.eager ? " eager" : "");
@@ -678,12 +679,14 @@ TEST(SegmentedGpu, EveryRaggedCandidateIsRight) {
       }
     }
     const auto cands = seg::ragged_candidates(p, 4, 4, lim);
+    int pairs = 0;
     for (const seg::plan& a : cands)
       for (const seg::plan& c : cands) {
         // Four in flight against eight, and against four issued eagerly: the same bits.
         if (a.tiles != 0 || c.tiles != 0 || a.unroll != 4 || a.eager || (c.unroll != 8 && !c.eager) ||
             a.group != c.group || a.chunk != c.chunk)
           continue;
+        ++pairs;
         std::vector<float> ha(segments), hc(segments);
         device_buffer oa(segments * 4), oc(segments * 4);
         {
@@ -699,6 +702,7 @@ TEST(SegmentedGpu, EveryRaggedCandidateIsRight) {
             << "ragged " << segments << " g" << a.group << ": four in flight and " << (c.eager ? "eager" : "eight")
             << " differ (seed " << test_seed() << ")";
       }
+    EXPECT_EQ(pairs, 12) << "lane groups of 1-32 at the rule's chunk: four in flight against eight and against eager";
   }
 }
 
@@ -742,6 +746,10 @@ int ragged_forced_case(const char* what, const std::vector<std::int64_t>& b, con
       }
       const seg::plan got = seg::last_plan();
       EXPECT_TRUE(got.how == c.how && got.chunk == c.chunk && got.tiles == c.tiles && got.eager == c.eager) << what;
+      if (c.how == seg::strategy::ragged) {
+        const char* want = c.eager ? "(eager)" : c.tiles > 0 ? "tile kernel" : "group kernel";
+        EXPECT_NE(std::string(seg::last_kernel()).find(want), std::string::npos) << what << ": " << seg::last_kernel();
+      }
       check_results((std::string(what) + " forced " + seg::to_string(c.how) + (c.tiles > 0 ? " tiles" : "") +
                      ", chunk " + std::to_string(c.chunk)).c_str(),
                     xs, ranges, o, out);
@@ -822,21 +830,22 @@ TEST(SegmentedGpu, RaggedTilesEdges) {
   ragged_tiles_edges<std::uint8_t>();
 }
 
-// Eager lane groups (range_share_eager; every lane-group width the sweep offers, forced): segments
-// of 0-300 elements (0-200 under the sanitizer) starting anywhere (heads and tails of 0-3 elements, last rounds of 0-3
-// vectors a lane), middle ones a warp reads and long ones past the chunk, the input at and one
-// element past a 16-byte boundary. Every op of the suite against the reference, for 4- and
+// Eager lane groups (range_share_eager; every lane-group width the sweep offers, forced, and the
+// eager kernel seen to run): segments of 0-300 elements (0-200 under the sanitizer) starting
+// anywhere (heads and tails of 0-3 elements, last rounds of 0-3 vectors a lane), middle ones of
+// 1000-2000 that a warp reads where the groups are narrower, and long ones past the chunk; the
+// input at and one element past a 16-byte boundary. Every op of the suite against the reference, for 4- and
 // 8-byte elements (smaller ones have no eager candidates).
 template <class T>
 void eager_lane_groups() {
   std::vector<std::int64_t> b, e;
   std::mt19937_64 rng(test_seed() + 23);
   const bool small = small_only();  // under the sanitizer: about 2^16 elements
-  const std::uint64_t short_span = small ? 201 : 301, middle_span = small ? 3000 : 9000;
+  const std::uint64_t short_span = small ? 201 : 301;
   std::int64_t at = 1;
   for (int k = 0; k < (small ? 300 : 3000); ++k) {
     std::int64_t len = static_cast<std::int64_t>(rng() % short_span);
-    if (k % 97 == 5) len = 3000 + static_cast<std::int64_t>(rng() % middle_span);  // a warp's (or chunks')
+    if (k % 97 == 5) len = 1000 + static_cast<std::int64_t>(rng() % 1000);  // a warp's, past narrow groups
     if (k % 499 == 7) len = small ? 20000 : 70000;                                  // past any chunk
     if (k % 11 == 3) at += static_cast<std::int64_t>(rng() % 5);               // a gap
     b.push_back(at), e.push_back(at + len);

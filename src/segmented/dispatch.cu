@@ -129,9 +129,12 @@ seg_launch_fn find_launcher(dtype t, core::kind k) {
 namespace {
 thread_local plan g_last;
 thread_local const plan* g_forced = nullptr;
+thread_local const char* g_kernel = "";
 }
 void record_plan(const plan& pl) { g_last = pl; }
 plan last_plan() { return g_last; }
+void record_kernel(const char* what) { g_kernel = what; }
+const char* last_kernel() { return g_kernel; }
 void force_plan(const plan* pl) { g_forced = pl; }
 const plan* forced_plan() { return g_forced; }
 

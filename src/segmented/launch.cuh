@@ -164,17 +164,29 @@ void launch(const void* d_in, const problem& p, bool, void* d_out, const seg_ctx
       // Short and middle segments (long ones marked): tiles, or lane groups; then the chunks of
       // long ones, then the fix-up of both; the last two return at once where the offsets are
       // not in order (the tile kernel then runs the lane groups' body).
+      // (Eager plans other than four loads in flight over 4- or 8-byte elements are refused:
+      // forced_plan_refusal; the rule makes none.) The main kernel is recorded (last_kernel).
+      constexpr const char* kTile = "launching the segmented tile kernel";
+      constexpr const char* kGroup = "launching the segmented group kernel";
+      constexpr const char* kEager = "launching the segmented group kernel (eager)";
       if (pl.tiles > 0) {
         if (pl.tiles > 0x7fffffffull) throw error("tally: internal error: too many ragged tiles");
-        go_resident<seg_tile_kernel<T, Op, kTileBlock>>(a, static_cast<unsigned>(pl.tiles), kTileBlock, c,
-                                                         "launching the segmented tile kernel");
-      } else if (pl.unroll == 8)
-        go_resident<seg_group_kernel<T, Op, kGroupBlock, 8>>(a, pl.blocks, kGroupBlock, c, "launching the segmented group kernel");
-      else if (pl.eager)
-        go_resident<seg_group_kernel<T, Op, kGroupBlock, 4, true>>(a, pl.blocks, kGroupBlock, c,
-                                                                   "launching the segmented group kernel (eager)");
-      else
-        go_resident<seg_group_kernel<T, Op, kGroupBlock, 4>>(a, pl.blocks, kGroupBlock, c, "launching the segmented group kernel");
+        record_kernel(kTile);
+        go_resident<seg_tile_kernel<T, Op, kTileBlock>>(a, static_cast<unsigned>(pl.tiles), kTileBlock, c, kTile);
+      } else if (pl.unroll == 8) {
+        record_kernel(kGroup);
+        go_resident<seg_group_kernel<T, Op, kGroupBlock, 8>>(a, pl.blocks, kGroupBlock, c, kGroup);
+      } else if (pl.eager) {
+        if constexpr (sizeof(T) == 4 || sizeof(T) == 8) {
+          record_kernel(kEager);
+          go_resident<seg_group_kernel<T, Op, kGroupBlock, 4, true>>(a, pl.blocks, kGroupBlock, c, kEager);
+        } else {
+          throw error("tally: internal error: an eager ragged plan for elements of " + std::to_string(sizeof(T)) + " bytes");
+        }
+      } else {
+        record_kernel(kGroup);
+        go_resident<seg_group_kernel<T, Op, kGroupBlock, 4>>(a, pl.blocks, kGroupBlock, c, kGroup);
+      }
       if (pl.chunks > 0x7fffffffull) throw error("tally: internal error: too many ragged chunks");
       go(seg_chunk_kernel<T, Op, kChunkBlock>, a, static_cast<unsigned>(pl.chunks), kChunkBlock, c, "launching the segmented chunk kernel");
       const std::uint64_t fix_blocks =

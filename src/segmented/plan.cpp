@@ -507,8 +507,11 @@ std::vector<plan> row_candidates(const problem& p, int elem_bytes, int acc_bytes
   return out;
 }
 
-std::string forced_plan_refusal(const problem& p, const plan& pl, int /*elem_bytes: plans fit any*/, int acc_bytes,
+std::string forced_plan_refusal(const problem& p, const plan& pl, int elem_bytes, int acc_bytes,
                                 const device_limits& d) {
+  // Eager loads exist for the ragged lane groups with four in flight, of 4- or 8-byte elements.
+  if (pl.eager && (pl.how != strategy::ragged || pl.tiles > 0 || pl.unroll != 4 || (elem_bytes != 4 && elem_bytes != 8)))
+    return "a forced eager plan that is not ragged lane groups of four loads in flight over 4- or 8-byte elements";
   if (!p.ragged()) return "";
   const std::uint64_t n = p.n;
   if (pl.how == strategy::pieces) {

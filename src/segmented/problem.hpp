@@ -179,7 +179,8 @@ std::vector<plan> row_candidates(const problem& p, int elem_bytes, int acc_bytes
 // counted in elements: any element size fits) with partials this op's accumulators fit in the
 // workspace; tiles for at most kTileMaxSegments segments and chunks of at most kTileMaxChunk;
 // pieces also for this many segments (at most kPiecesMaxSegments and the workspace's counters),
-// with a piece of 1 to 2^48 elements and a partial per piece in the workspace.
+// with a piece of 1 to 2^48 elements and a partial per piece in the workspace. Eager plans only
+// as ragged lane groups with four loads in flight and elements of 4 or 8 bytes (any problem).
 std::string forced_plan_refusal(const problem& p, const plan& pl, int elem_bytes, int acc_bytes, const device_limits& d);
 // Ragged plans for `tally bench segmented --sweep` and the tests: tiles (where the workspace
 // holds them) at the rule's chunk and at a quarter to four times it, lane groups of 1-32 lanes

@@ -46,6 +46,10 @@ void validate_offsets(const problem& p, unsigned long long* d_status, cudaStream
 // The plan of the last segmented call on this thread.
 void record_plan(const plan& pl);
 plan last_plan();
+// The main kernel the last ragged call of lane groups or tiles launched on this thread (its
+// launch description, e.g. "launching the segmented group kernel (eager)"; tests: which one ran).
+void record_kernel(const char* what);
+const char* last_kernel();
 // `tally bench segmented --sweep`: while set (on this thread), segmented calls run with *pl
 // instead of the rule's plan; it must be one of column_candidates() (strided axes) or
 // row_candidates() (rows) of the call's problem for the call's element and accumulator sizes.
