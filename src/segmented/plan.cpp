@@ -242,7 +242,8 @@ plan ragged_groups_plan(const problem& p, int elem_bytes, int acc_bytes, const d
   // than the mean, so lane groups take the short ones, warps the middle ones and blocks cut
   // the long ones into chunks. A lane takes about eight vectors of a segment of the mean
   // length (two rounds of four loads; until 2026-11-27 four rounds, one lane a segment of 64 f32
-  // elements, which read lengths uniform on 0-128 at 45% of the ceiling at 2^28: below). Segments whose lane groups would hold less than half the
+  // elements, which read lengths uniform on 0-128 at 45% of the ceiling at 2^28: below).
+  // Segments whose lane groups would hold less than half the
   // GPU's threads get wider groups, up to that half, and eight loads in flight (as few rows
   // do): `tally bench segmented --sweep` on the H100 (2026-11-26 16:05 UTC, f32 sums, graph
   // us, 2^20 elements): 2^14 segments of mean 64, one lane 21.2, eight lanes 16.1, with eight
