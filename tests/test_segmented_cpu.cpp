@@ -245,14 +245,14 @@ TEST(SegmentedPlanCpu, RaggedPieces) {
   EXPECT_NE(seg::forced_plan_refusal(p256, tiny, 4, 64, small), "");
   EXPECT_EQ(seg::forced_plan_refusal(p256, tiny, 4, 64, h100()), "");
   EXPECT_EQ(seg::forced_plan_refusal(rows(4, 4), tiny, 4, 4, h100()), "");  // not ragged: nothing to check here
-  // The sweep: the lane groups' candidates (27, as for more segments), then pieces of 4 KiB to
+  // The sweep: the lane groups' candidates and spans (36, as for more segments), then pieces of 4 KiB to
   // 256 KiB.
   const auto rc = seg::ragged_candidates(ragged(256, 1u << 20), 4, 4, h100());
-  ASSERT_EQ(rc.size(), 27u + 7u);
+  ASSERT_EQ(rc.size(), 36u + 7u);
   for (std::size_t i = 0; i < rc.size(); ++i) {
-    EXPECT_EQ(rc[i].how, i < 27 ? seg::strategy::ragged : seg::strategy::pieces) << i;
-    if (i >= 27) {
-      EXPECT_EQ(rc[i].chunk * 4, std::uint64_t(4) << (10 + i - 27)) << i;
+    EXPECT_EQ(rc[i].how, i < 36 ? seg::strategy::ragged : seg::strategy::pieces) << i;
+    if (i >= 36) {
+      EXPECT_EQ(rc[i].chunk * 4, std::uint64_t(4) << (10 + i - 36)) << i;
       EXPECT_EQ(rc[i].chunks, ((1u << 20) + rc[i].chunk - 1) / rc[i].chunk + 256) << i;
     }
   }
@@ -262,15 +262,26 @@ TEST(SegmentedPlanCpu, RaggedPieces) {
 // input for long ones, within the workspace; columns narrow their tiles so that a tile's last
 // block combines at most 16 Ki partials.
 TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
+  // 2^22 segments of a mean of 64 f32: 2^17 batches of 32, 31 for each of the 132 x 32 warps of
+  // half the H100: spans, 8 KiB windows, a lane per segment of up to 1024 f32 (4 KiB); offsets out
+  // of order: two lanes a segment (the lane groups' rule).
   auto pl = seg::make_plan(ragged(1u << 22, 1u << 28), 4, 4, false, h100());
   EXPECT_EQ(pl.how, seg::strategy::ragged);
+  EXPECT_EQ(pl.span, 8192u);
+  EXPECT_EQ(pl.span_segs, 32);
   EXPECT_EQ(pl.group, 2);  // mean 64 elements: 16 vectors; about eight vectors a lane
-  EXPECT_EQ(pl.short_max, 2u * 4 * 4 * 8);
+  EXPECT_EQ(pl.short_max, 1024u);
   EXPECT_EQ(pl.chunk * 4, 64u << 10);
   EXPECT_EQ(pl.chunks, (1u << 28) / pl.chunk);
-  EXPECT_EQ(pl.tiles, 0u);  // lane groups (tiles: a sweep candidate)
+  EXPECT_EQ(pl.tiles, 0u);  // spans (tiles: a sweep candidate)
   EXPECT_EQ(seg::scratch_bytes(ragged(1u << 22, 1u << 28), pl, 4, 4), pl.chunks * seg::ragged_chunk_bytes(4));
   EXPECT_EQ(pl.unroll, 4);
+  EXPECT_EQ(seg::forced_plan_refusal(ragged(1u << 22, 1u << 28), pl, 4, 4, h100()), "");
+  EXPECT_EQ(seg::make_plan(ragged(1u << 22, 1u << 27), 8, 8, false, h100()).short_max, 512u);  // 4 KiB of f64
+  // 2^19 segments: 16384 batches, 3.9 a warp: lane groups; 2^20: 7.8, spans.
+  EXPECT_EQ(seg::make_plan(ragged(1u << 19, 1u << 25), 4, 4, false, h100()).span, 0u);
+  EXPECT_EQ(seg::make_plan(ragged(1u << 20, 1u << 26), 4, 4, false, h100()).span, 8192u);
+  EXPECT_EQ(seg::make_plan(ragged(1u << 20, 1u << 28), 4, 4, false, h100()).span, 0u);  // a mean of 64 vectors
   // Segments whose groups would hold under half the GPU's threads (132 x 2048 / 2 on the H100):
   // wider groups up to that half, eight loads in flight (four for large accumulators).
   pl = seg::make_plan(ragged(1u << 14, 1u << 20), 4, 4, false, h100());
@@ -313,15 +324,24 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
   // chunk, the rule's group with other chunks; each within the workspace, short_max <= chunk.
   // Tiles at the rule's chunk and at 4, 8, 32 and 64 KiB (tiles of 4096 elements, a block each, their
   // entries in the workspace beside the chunks'), the lane groups with four and eight loads in
-  // flight, then eager with four, the rule's with those chunks. Eager lane groups only for
-  // elements of 4 or 8 bytes.
+  // flight, spans (windows of 4, 8 and 16 KiB, a lane per segment of up to 256, 512 and 1024 f32),
+  // then eager with four, the rule's with those chunks. Eager lane groups only for elements of 4
+  // or 8 bytes.
   const auto rc = seg::ragged_candidates(ragged(2048, 1u << 20), 4, 4, h100());
-  EXPECT_EQ(rc.size(), 5u + 12u + 6u + 4u);
+  EXPECT_EQ(rc.size(), 5u + 12u + 9u + 6u + 4u);
   for (std::size_t i = 0; i < rc.size(); ++i) {
     EXPECT_EQ(rc[i].tiles, i < 5 ? (1u << 20) / static_cast<std::uint64_t>(seg::kTileElems) : 0u) << i;
-    EXPECT_EQ(rc[i].eager, i >= 17 && i < 23) << i;
+    const bool span = i >= 17 && i < 26;
+    EXPECT_EQ(rc[i].span, span ? std::uint64_t(4096) << ((i - 17) / 3) : 0u) << i;
+    if (span) {
+      EXPECT_EQ(rc[i].short_max, std::uint64_t(256) << ((i - 17) % 3)) << i;
+      EXPECT_EQ(rc[i].span_segs, 4);  // 2048 segments: four a warp (at least 4, at most 32)
+      EXPECT_EQ(seg::forced_plan_refusal(ragged(2048, 1u << 20), rc[i], 4, 4, h100()), "") << i;
+      EXPECT_EQ(rc[i].group, rc[0].group) << i;  // offsets out of order: the rule's lanes
+    }
+    EXPECT_EQ(rc[i].eager, i >= 26 && i < 32) << i;
     if (rc[i].eager) {
-      EXPECT_EQ(rc[i].group, 1 << (i - 17)) << i;
+      EXPECT_EQ(rc[i].group, 1 << (i - 26)) << i;
       EXPECT_EQ(rc[i].unroll, 4) << i;
     }
     EXPECT_EQ(seg::scratch_bytes(ragged(2048, 1u << 20), rc[i], 4, 4),
@@ -340,7 +360,7 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
   }
   EXPECT_FALSE(seg::make_plan(ragged(1u << 22, 1u << 28), 4, 4, false, h100()).eager);  // a candidate, not the rule
   // Forced eager plans: ragged lane groups, four in flight, 4- or 8-byte elements only.
-  const seg::plan eager = rc[17];
+  const seg::plan eager = rc[26];
   ASSERT_TRUE(eager.eager);
   EXPECT_EQ(seg::forced_plan_refusal(ragged(2048, 1u << 20), eager, 4, 4, h100()), "");
   EXPECT_EQ(seg::forced_plan_refusal(ragged(2048, 1u << 20), eager, 8, 8, h100()), "");
@@ -349,6 +369,25 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
   seg::plan eager8 = eager;
   eager8.unroll = 8;
   EXPECT_NE(seg::forced_plan_refusal(ragged(2048, 1u << 20), eager8, 4, 4, h100()), "");
+  // Forced span plans: ragged, no tiles, no eager loads, a window of 512 B to 4 KiB in 512s.
+  for (std::uint64_t bad : {std::uint64_t(256), std::uint64_t(768), std::uint64_t(3072), std::uint64_t(32768)}) {
+    seg::plan sp = rc[17];
+    sp.span = bad;
+    EXPECT_NE(seg::forced_plan_refusal(ragged(2048, 1u << 20), sp, 4, 4, h100()), "") << bad;
+  }
+  for (int bad : {0, 3, 64}) {
+    seg::plan sp = rc[17];
+    sp.span_segs = bad;
+    EXPECT_NE(seg::forced_plan_refusal(ragged(2048, 1u << 20), sp, 4, 4, h100()), "") << bad;
+  }
+  // 32 segments a warp where that leaves half the GPU's threads a batch each (2^22 segments).
+  for (const auto& c : seg::ragged_candidates(ragged(1u << 22, 1u << 28), 4, 4, h100()))
+    if (c.span > 0) {
+      EXPECT_EQ(c.span_segs, 32);
+    }
+  seg::plan span_tiles = rc[0];
+  span_tiles.span = 1024;
+  EXPECT_NE(seg::forced_plan_refusal(ragged(2048, 1u << 20), span_tiles, 4, 4, h100()), "");
   seg::plan eager_tiles = rc[0];
   eager_tiles.eager = true;
   EXPECT_NE(seg::forced_plan_refusal(ragged(2048, 1u << 20), eager_tiles, 4, 4, h100()), "");

@@ -670,11 +670,11 @@ TEST(SegmentedGpu, EveryRaggedCandidateIsRight) {
         }
         const seg::plan ran = seg::last_plan();
         EXPECT_TRUE(ran.how == c.how && ran.group == c.group && ran.chunk == c.chunk && ran.unroll == c.unroll &&
-                    ran.eager == c.eager);
+                    ran.eager == c.eager && ran.span == c.span);
         EXPECT_EQ(std::string(seg::last_kernel()).find("(eager)") != std::string::npos, c.eager) << seg::last_kernel();
         const std::string what = "ragged " + std::to_string(segments) + " forced g" + std::to_string(c.group) +
                                  " chunk " + std::to_string(c.chunk) + " u" + std::to_string(c.unroll) +
-                                 (c.eager ? " eager" : "");
+                                 (c.eager ? " eager" : "") + (c.span ? " span " + std::to_string(c.span) : "");
         check_results(what.c_str(), xi, ranges, o, out);
       }
     }
@@ -683,8 +683,8 @@ TEST(SegmentedGpu, EveryRaggedCandidateIsRight) {
     for (const seg::plan& a : cands)
       for (const seg::plan& c : cands) {
         // Four in flight against eight, and against four issued eagerly: the same bits.
-        if (a.tiles != 0 || c.tiles != 0 || a.unroll != 4 || a.eager || (c.unroll != 8 && !c.eager) ||
-            a.group != c.group || a.chunk != c.chunk)
+        if (a.tiles != 0 || c.tiles != 0 || a.span != 0 || c.span != 0 || a.unroll != 4 || a.eager ||
+            (c.unroll != 8 && !c.eager) || a.group != c.group || a.chunk != c.chunk)
           continue;
         ++pairs;
         std::vector<float> ha(segments), hc(segments);
@@ -745,12 +745,15 @@ int ragged_forced_case(const char* what, const std::vector<std::int64_t>& b, con
         reduce_segments(in, n, pb, pe, segments, dtype_of<T>(), o, out.get());
       }
       const seg::plan got = seg::last_plan();
-      EXPECT_TRUE(got.how == c.how && got.chunk == c.chunk && got.tiles == c.tiles && got.eager == c.eager) << what;
+      EXPECT_TRUE(got.how == c.how && got.chunk == c.chunk && got.tiles == c.tiles && got.eager == c.eager &&
+                  got.span == c.span && got.short_max == c.short_max)
+          << what;
       if (c.how == seg::strategy::ragged) {
-        const char* want = c.eager ? "(eager)" : c.tiles > 0 ? "tile kernel" : "group kernel";
+        const char* want = c.eager ? "(eager)" : c.tiles > 0 ? "tile kernel" : c.span > 0 ? "span kernel" : "group kernel";
         EXPECT_NE(std::string(seg::last_kernel()).find(want), std::string::npos) << what << ": " << seg::last_kernel();
       }
       check_results((std::string(what) + " forced " + seg::to_string(c.how) + (c.tiles > 0 ? " tiles" : "") +
+                     (c.span > 0 ? " span " + std::to_string(c.span) + " lane max " + std::to_string(c.short_max) : "") +
                      ", chunk " + std::to_string(c.chunk)).c_str(),
                     xs, ranges, o, out);
     }
@@ -863,6 +866,104 @@ TEST(SegmentedGpu, EagerLaneGroupsEveryOp) {
   eager_lane_groups<float>();
   eager_lane_groups<double>();
   eager_lane_groups<std::int32_t>();
+}
+
+// Ragged spans (every window and lane limit the sweep offers, forced, and the span kernel seen to
+// run): batches of 32 segments with lengths of 0-40, at and around each lane limit (128-513 f32),
+// middle ones a warp reads (1000-5000) and long ones past the chunk, gaps of 1-16 elements (copied
+// in one run) and of 17-200 (a new run), a segment count not a multiple of 32, the input at and
+// one element past a 16-byte boundary, and offsets out of order (the lane groups' body then).
+// Every op of the suite against the reference, for 1-, 4- and 8-byte elements.
+template <class T>
+void ragged_spans() {
+  std::vector<std::int64_t> b, e;
+  std::mt19937_64 rng(test_seed() + 29);
+  const bool small = small_only();
+  const std::int64_t limits[] = {127, 128, 129, 255, 256, 257, 511, 512, 513};
+  std::int64_t at = 3;
+  for (int k = 0; k < (small ? 400 : 2500) + 7; ++k) {
+    std::int64_t len = static_cast<std::int64_t>(rng() % 41);
+    if (k % 7 == 2) len = limits[rng() % 9];
+    if (k % 89 == 5) len = 1000 + static_cast<std::int64_t>(rng() % 4000);  // a warp's
+    if (k % 601 == 9) len = small ? 20000 : 70000;                            // past any chunk
+    if (k % 11 == 3) at += 1 + static_cast<std::int64_t>(rng() % 16);        // a gap inside a run
+    if (k % 37 == 6) at += 17 + static_cast<std::int64_t>(rng() % 184);      // a new run
+    b.push_back(at), e.push_back(at + len);
+    at += len;
+  }
+  const auto span = [](const seg::plan& c) { return c.span > 0; };
+  for (std::uint64_t shift : {std::uint64_t(0), std::uint64_t(1)}) {
+    const int ran = ragged_forced_case<T>(shift ? "ragged spans, input not 16-byte aligned" : "ragged spans", b, e,
+                                          static_cast<std::uint64_t>(at), shift, span, nullptr);
+    EXPECT_EQ(ran, 9) << "span candidates (windows of 4-16 KiB, lane limits of 1-4 KiB)";
+  }
+  // Out of order (the first 64 segments reversed): the span kernel runs the lane groups' body.
+  std::reverse(b.begin(), b.begin() + 64), std::reverse(e.begin(), e.begin() + 64);
+  EXPECT_EQ(ragged_forced_case<T>("ragged spans, offsets out of order", b, e, static_cast<std::uint64_t>(at), 0, span,
+                                  nullptr),
+            9);
+}
+TEST(SegmentedGpu, RaggedSpansEveryOp) {
+  TALLY_REQUIRE_GPU();
+  ragged_spans<float>();
+  ragged_spans<double>();
+  ragged_spans<std::uint8_t>();
+  ragged_spans<std::int64_t>();
+}
+
+// A lane folds its segment from the window in range_share's order with one lane: on segments of
+// 0-128 f32 (none past the one-lane group's limit), random floats, every span candidate gives
+// the bits of one lane a segment at the same chunk, at and one element past a 16-byte boundary,
+// with gaps inside runs and between them.
+TEST(SegmentedGpu, SpansMatchOneLaneBitwise) {
+  TALLY_REQUIRE_GPU();
+  const std::uint64_t segments = small_only() ? 700 : 20000;
+  std::mt19937_64 rng(test_seed() + 31);
+  std::vector<std::int64_t> b, e;
+  std::int64_t at = 0;
+  for (std::uint64_t s = 0; s < segments; ++s) {
+    if (s % 17 == 4) at += static_cast<std::int64_t>(rng() % 40);
+    const std::int64_t len = static_cast<std::int64_t>(rng() % 129);
+    b.push_back(at), e.push_back(at + len);
+    at += len;
+  }
+  const std::uint64_t n = static_cast<std::uint64_t>(at);
+  const auto x = random_vector<float>(n + 1, test_seed() + 37, -1, 1);
+  device_buffer d((n + 1) * 4), db(segments * 8), de(segments * 8);
+  d.upload(x.data(), (n + 1) * 4);
+  db.upload(b.data(), segments * 8), de.upload(e.data(), segments * 8);
+  const auto* pb = static_cast<const std::int64_t*>(db.get());
+  const auto* pe = static_cast<const std::int64_t*>(de.get());
+  for (std::uint64_t shift : {std::uint64_t(0), std::uint64_t(1)}) {
+    const float* in = static_cast<const float*>(d.get()) + shift;
+    seg::problem p;
+    p.outer = segments, p.n = n, p.d_begin = pb, p.d_end = pe;
+    p.aligned16 = shift == 0;
+    const auto cands = seg::ragged_candidates(p, 4, 4, this_gpu_limits());
+    const seg::plan* one = nullptr;
+    for (const seg::plan& c : cands)
+      if (c.tiles == 0 && c.span == 0 && !c.eager && c.group == 1 && c.unroll == 4) one = &c;
+    ASSERT_NE(one, nullptr);
+    ASSERT_GE(one->short_max, 128u);
+    auto run = [&](const seg::plan& c) {
+      std::vector<float> h(segments);
+      device_buffer out(segments * 4);
+      const forced_plan f(c);
+      reduce_segments(in, n, pb, pe, segments, dtype::f32, op::sum, out.get());
+      out.download(h.data(), segments * 4);
+      return h;
+    };
+    const auto want = run(*one);
+    int pairs = 0;
+    for (const seg::plan& c : cands) {
+      if (c.span == 0 || c.chunk != one->chunk) continue;
+      ++pairs;
+      const auto got = run(c);
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), segments * 4), 0)
+          << "span " << c.span << " lane max " << c.short_max << " shift " << shift << " (seed " << test_seed() << ")";
+    }
+    EXPECT_EQ(pairs, 9);
+  }
 }
 
 // A ragged plan forced onto a call it was not made for (a longer input: more tiles, more chunks)

@@ -133,12 +133,15 @@ launch_choice choose_shape(std::atomic<int> (&cache)[64], KB base_kernel, KD dee
   return {d, per_sm};
 }
 
-// Launches kernel(args) with programmatic dependent launch allowed.
+// Launches kernel(args) with programmatic dependent launch allowed (and smem bytes of dynamic
+// shared memory a block).
 template <class Kernel, class Args>
-cudaError_t launch_pdl(Kernel kernel, const Args& args, unsigned int blocks, int block, cudaStream_t stream) {
+cudaError_t launch_pdl(Kernel kernel, const Args& args, unsigned int blocks, int block, cudaStream_t stream,
+                       std::size_t smem = 0) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(blocks);
   cfg.blockDim = dim3(block);
+  cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;

@@ -1,7 +1,8 @@
 // The segmented layer's kernels: rowtile and group (short contiguous segments), split (long
 // contiguous segments, a block or several per segment), thin and columns (inner > 1: a thread per
-// vector of results, or tiles with lanes along the axis), ragged chunks and fix-up, ragged pieces
-// (few segments, one launch), ragged tiles (a sweep candidate), exact_block. Every op is a
+// vector of results, or tiles with lanes along the axis), ragged spans (a warp's window of shared
+// memory), ragged chunks and fix-up, ragged pieces (few segments, one launch), ragged tiles (a
+// sweep candidate), exact_block. Every op is a
 // core op struct (src/core/ops.cuh): the same identity, transform, fold, combine and finalize
 // as the 1-D reduce, so each segment's result follows the same rules (NaN, ties, modes).
 //
@@ -43,6 +44,8 @@ struct seg_args {
   std::uint64_t short_max;                   // group: longest segment for the group's lanes
   std::uint64_t chunk, chunks;               // ragged: chunk length (elements) and count
   std::uint64_t tiles;                       // ragged: tiles of the tile kernel (0: lane groups)
+  std::uint64_t span;                        // ragged spans: window bytes a warp (0: none)
+  int span_segs;                             // and segments a warp takes at a time (1-32)
 };
 
 // Ragged: the second status word says whether the segments are in order (end[s] <= begin[s+1]);
@@ -239,6 +242,29 @@ __device__ __forceinline__ void mark_long(std::int64_t* cover_a, std::int64_t* c
   for (std::uint64_t k = k0 + 1 + lane; k <= k1; k += lanes) cover_a[k] = static_cast<std::int64_t>(s);
 }
 
+// The segments of a warp's lanes past its short ones (`longer`: the lanes holding them), one at
+// a time: with offsets in order, those longer than a chunk are only marked for the chunk kernel;
+// the others the whole warp reads (group_share, 32 lanes), and lane 0 writes the result.
+template <class T, class Op, int U, bool EAGER = false>
+__device__ __forceinline__ void warp_longer(const seg_args<T, Op>& a, unsigned longer, bool sorted, std::uint64_t s,
+                                            std::uint64_t off, std::uint64_t len, unsigned lane32) {
+  while (longer != 0) {  // warp-uniform
+    const int src = __ffs(longer) - 1;
+    longer &= longer - 1;
+    const std::uint64_t ls = __shfl_sync(0xffffffffu, s, src);
+    const std::uint64_t loff = __shfl_sync(0xffffffffu, off, src), llen = __shfl_sync(0xffffffffu, len, src);
+    if (sorted && llen > a.chunk) {
+      ragged_ws<typename Op::acc_type> w(a.d_partials, a.chunks, a.tiles);
+      mark_long(w.cover_a, w.cover_b, ls, loff, llen, a.chunk, lane32);
+      continue;
+    }
+    const T* lbase = a.d_in + loff;
+    typename Op::acc_type r = group_share<T, Op, U, EAGER>(lbase, llen, lane32, 32, second_row(a, ls));
+    r = core::warp_reduce<Op, true>(r);
+    if (lane32 == 0) a.d_out[ls] = core::finalize_with<Op>(r, llen, lbase);
+  }
+}
+
 // Short contiguous segments: a group of G lanes per segment; the loop is uniform across each
 // warp (every lane shuffles), lanes whose segment is past the end carry the identity. Ragged
 // segments longer than short_max go to the whole warp afterwards, one at a time; with offsets in
@@ -264,22 +290,7 @@ __device__ __forceinline__ void group_body(const seg_args<T, Op>& a) {
     for (unsigned offset = G / 2; offset > 0; offset >>= 1)
       acc = Op::combine(acc, shfl_down_group(acc, static_cast<int>(offset), static_cast<int>(G)));
     if (valid && fits && lane == 0) a.d_out[s] = core::finalize_with<Op>(acc, len, base);
-    unsigned longer = __ballot_sync(0xffffffffu, valid && !fits && lane == 0);
-    while (longer != 0) {  // warp-uniform
-      const int src = __ffs(longer) - 1;
-      longer &= longer - 1;
-      const std::uint64_t ls = __shfl_sync(0xffffffffu, s, src);
-      const std::uint64_t loff = __shfl_sync(0xffffffffu, off, src), llen = __shfl_sync(0xffffffffu, len, src);
-      if (sorted && llen > a.chunk) {
-        ragged_ws<typename Op::acc_type> w(a.d_partials, a.chunks, a.tiles);
-        mark_long(w.cover_a, w.cover_b, ls, loff, llen, a.chunk, lane32);
-        continue;
-      }
-      const T* lbase = a.d_in + loff;
-      typename Op::acc_type r = group_share<T, Op, U, EAGER>(lbase, llen, lane32, 32, second_row(a, ls));
-      r = core::warp_reduce<Op, true>(r);
-      if (lane32 == 0) a.d_out[ls] = core::finalize_with<Op>(r, llen, lbase);
-    }
+    warp_longer<T, Op, U, EAGER>(a, __ballot_sync(0xffffffffu, valid && !fits && lane == 0), sorted, s, off, len, lane32);
   }
 }
 
@@ -288,6 +299,135 @@ __global__ void __launch_bounds__(BLOCK) seg_group_kernel(seg_args<T, Op> a) {
   kernel_entry();
   if (status_bad(a.d_status)) return;
   group_body<T, Op, BLOCK, U, EAGER>(a);
+}
+
+// Ragged spans (offsets in order, unary ops): a warp takes span_segs (1-32) consecutive segments,
+// a lane each, and copies the elements they cover into its shared-memory window (cp.async, 16-byte
+// vectors of whole lines: every byte once, a window of loads in flight, whatever the lengths)
+// while nothing waits on the data; each lane then folds its segment's part of the window from
+// shared memory. A segment up to short_max elements is a lane's; longer ones go to the whole
+// warp, and past a chunk to the chunk kernel (warp_longer), as in the lane groups. Segments
+// that lie apart (a gap of more than kSpanGap elements, or a longer segment between) start a new
+// run of windows, so no byte outside the lanes' segments is copied past a vector's alignment.
+// A lane folds its elements as range_share does with one lane (head elements, vectors in order,
+// tail elements; a window ends on a 16-byte boundary): the bits of the one-lane group plan.
+//
+//   f32, segments [0,3) [3,9) [9,9) [9,14), 4 KiB windows: one run, one window [0,14): the
+//   vectors [0,4) [4,8) [8,12) by cp.async, elements 12, 13 loaded; lane 1 folds 3, 4..7 (a
+//   vector), 8; lane 2 writes the empty segment's identity.
+inline constexpr std::int64_t kSpanGap = 16;  // elements between segments still copied in one run
+
+// One 16-byte cp.async, global to shared, and the wait for all of this thread's copies.
+__device__ __forceinline__ void copy16_async(void* smem, const void* gmem) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void copy_async_wait() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+// Elements [0, len) of a piece of a segment, at `glob` in the input and `img` in shared memory
+// (the same address modulo 16), folded into acc as range_share folds them with one lane; idx:
+// the piece's first element's index in its segment.
+template <class T, class Op>
+__device__ __forceinline__ typename Op::acc_type image_fold(typename Op::acc_type acc, const T* img, const T* glob,
+                                                             std::uint64_t idx, std::uint64_t len) {
+  using V = vec16<T>;
+  constexpr int VN = V::size;
+  const core::split16 s = core::split_input(glob, len);
+  for (std::uint64_t j = 0; j < s.head; ++j) acc = Op::combine(acc, core::transform_elem<Op>(img[j], idx + j));
+  const V* vb = reinterpret_cast<const V*>(img + s.head);
+#pragma unroll 2
+  for (std::uint64_t j = 0; j < s.nvec; ++j) acc = core::fold_vec<Op>(acc, vb[j], idx + s.head + j * VN);
+  for (std::uint64_t t = s.tail_begin; t < len; ++t) acc = Op::combine(acc, core::transform_elem<Op>(img[t], idx + t));
+  return acc;
+}
+
+// Elements [x0, x1) of the input into the warp's window img, element x at img[x - wa] (wa: the
+// 16-byte boundary at or before x0): whole vectors by cp.async, the partial ones at either end
+// element by element; then every lane of the warp sees them.
+template <class T>
+__device__ __forceinline__ void span_fill(T* img, const T* in, std::int64_t wa, std::int64_t x0, std::int64_t x1,
+                                          unsigned lane) {
+  using V = vec16<T>;
+  constexpr std::int64_t VN = V::size;
+  const std::int64_t mis = static_cast<std::int64_t>((reinterpret_cast<std::uintptr_t>(in + x0) & 15u) / sizeof(T));
+  const std::int64_t va = mis ? x0 + VN - mis : x0;  // the first whole vector
+  const std::int64_t head_end = va < x1 ? va : x1;
+  const std::int64_t nv = va < x1 ? (x1 - va) / VN : 0;
+  const std::int64_t tb = va + nv * VN;  // the tail: [tb, x1)
+#pragma unroll 4
+  for (std::int64_t q = lane; q < nv; q += 32) copy16_async(img + (va - wa) + q * VN, in + va + q * VN);
+  if (static_cast<std::int64_t>(lane) < head_end - x0) img[x0 - wa + lane] = in[x0 + lane];
+  if (tb >= va && static_cast<std::int64_t>(lane) < x1 - tb) img[tb - wa + lane] = in[tb + lane];
+  copy_async_wait();
+  __syncwarp();
+}
+
+template <class T, class Op, int BLOCK>
+__device__ __forceinline__ void span_body(const seg_args<T, Op>& a, T* img) {
+  using Acc = typename Op::acc_type;
+  constexpr unsigned kAll = 0xffffffffu;
+  const unsigned lane = threadIdx.x & 31u;
+  const std::int64_t win = static_cast<std::int64_t>(a.span / sizeof(T));  // window elements
+  const std::uint64_t warp = (std::uint64_t(blockIdx.x) * BLOCK + threadIdx.x) / 32;
+  const std::uint64_t warps = std::uint64_t(gridDim.x) * BLOCK / 32;
+  const unsigned per = static_cast<unsigned>(a.span_segs);
+  const std::uint64_t segs = a.p.outer, batches = (segs + per - 1) / per;
+  auto offsets = [&](std::uint64_t bt, std::int64_t& b, std::int64_t& e) {
+    const std::uint64_t s = bt * per + lane;
+    b = e = 0;
+    if (bt < batches && lane < per && s < segs) b = a.p.d_begin[s], e = a.p.d_end[s];
+  };
+  std::int64_t nb, ne;
+  offsets(warp, nb, ne);
+  for (std::uint64_t bt = warp; bt < batches; bt += warps) {  // warp-uniform
+    const std::uint64_t s = bt * per + lane;
+    const bool valid = lane < per && s < segs;
+    const std::int64_t b = nb, e = ne;
+    offsets(bt + warps, nb, ne);  // the next batch's offsets load meanwhile
+    const std::uint64_t len = static_cast<std::uint64_t>(e - b);
+    const bool mine = valid && len <= a.short_max;
+    const bool act = mine && len > 0;
+    const unsigned am = __ballot_sync(kAll, act);
+    // A run ends at an active lane whose next active lane begins more than kSpanGap past its end.
+    const unsigned above = lane == 31 ? 0u : am & (kAll << (lane + 1));
+    const std::int64_t next_b = __shfl_sync(kAll, b, above ? __ffs(above) - 1 : static_cast<int>(lane));
+    const unsigned ends = __ballot_sync(kAll, act && (above == 0 || next_b - e > kSpanGap));
+    Acc acc = Op::identity();
+    unsigned left = am;
+    while (left != 0) {  // warp-uniform: a run of windows over lanes f .. r
+      const int f = __ffs(left) - 1;
+      const int r = __ffs(ends & (kAll << f)) - 1;
+      const std::int64_t run_end = __shfl_sync(kAll, e, r);
+      for (std::int64_t x0 = __shfl_sync(kAll, b, f); x0 < run_end;) {
+        const std::int64_t wa = x0 - static_cast<std::int64_t>((reinterpret_cast<std::uintptr_t>(a.d_in + x0) & 15u) / sizeof(T));
+        const std::int64_t x1 = wa + win < run_end ? wa + win : run_end;
+        span_fill<T>(img, a.d_in, wa, x0, x1, lane);
+        const std::int64_t lo = b > x0 ? b : x0, hi = e < x1 ? e : x1;
+        if (act && lo < hi)
+          acc = image_fold<T, Op>(acc, img + (lo - wa), a.d_in + lo, static_cast<std::uint64_t>(lo - b),
+                                  static_cast<std::uint64_t>(hi - lo));
+        __syncwarp();  // the window is free for the next fill
+        x0 = x1;
+      }
+      left &= r == 31 ? 0u : kAll << (r + 1);
+    }
+    if (mine) a.d_out[s] = core::finalize_with<Op>(acc, len, a.d_in + b);
+    warp_longer<T, Op, 8>(a, __ballot_sync(kAll, valid && !mine), true, s, static_cast<std::uint64_t>(b), len, lane);
+  }
+}
+
+// Short ragged segments as spans (span_body) where the offsets are in order; otherwise the lane
+// groups' body (the plan's lanes a segment). a.span bytes of dynamic shared memory a warp.
+template <class T, class Op, int BLOCK>
+__global__ void __launch_bounds__(BLOCK, 512 / BLOCK) seg_span_kernel(seg_args<T, Op> a) {  // up to 128 registers
+  kernel_entry();
+  if (status_bad(a.d_status)) return;
+  if (a.d_status[1] != kSorted) {
+    group_body<T, Op, BLOCK, 4>(a);
+    return;
+  }
+  extern __shared__ __align__(16) unsigned char span_smem[];
+  span_body<T, Op, BLOCK>(a, reinterpret_cast<T*>(span_smem + (threadIdx.x / 32) * a.span));
 }
 
 // Ops whose combine gives the same bits in either order (integer and float sums, the means of
@@ -425,50 +565,69 @@ __global__ void __launch_bounds__(BLOCK) seg_rowtile_kernel(seg_args<T, Op> a) {
   }
 }
 
-// Ragged, offsets in order: chunk k of the input, [k * chunk, (k + 1) * chunk), a block each.
-// The block reduces the part of segment A (covering the chunk's start, begun before it) and of
-// segment B (beginning in it, ending past it) that lie in the chunk, each to a partial.
+// Ragged, offsets in order: chunk k of the input, [k * chunk, (k + 1) * chunk). The block reduces
+// the part of segment A (covering the chunk's start, begun before it) and of segment B
+// (beginning in it, ending past it) that lie in the chunk, each to a partial. A grid of at most
+// the resident blocks: block g takes chunks g, g + grid, ..., BLOCK at a time; each thread checks
+// one chunk's marks against the offsets, and the block reads only the chunks with a long segment
+// (most have none where the segments are short: 16384 chunks of 64 KiB at 2^28 f32).
 template <class T, class Op, int BLOCK>
 __global__ void __launch_bounds__(BLOCK) seg_chunk_kernel(seg_args<T, Op> a) {
   core::pdl_wait();  // the previous launch's writes (offset check, marks) are visible
-  // (no early trigger: this grid runs in many waves, and the fix-up would hold SM slots)
+  // (no early trigger: the fix-up would hold SM slots)
   using Acc = typename Op::acc_type;
   if (status_bad(a.d_status) || a.d_status[1] != kSorted) return;
-  __shared__ std::int64_t sh[4];  // A's begin and end, B's begin (or -1)
+  __shared__ std::int64_t sh_ab[BLOCK], sh_ae[BLOCK], sh_bb[BLOCK];  // A's begin and end, B's begin (or -1)
+  __shared__ std::uint64_t sh_k[BLOCK];
+  __shared__ unsigned count;
   ragged_ws<Acc> w(a.d_partials, a.chunks, a.tiles);
-  const std::uint64_t k = blockIdx.x;
-  const std::uint64_t cs = k * a.chunk, ce = cs + a.chunk < a.p.n ? cs + a.chunk : a.p.n;
-  if (threadIdx.x == 0) {
-    sh[0] = sh[2] = -1;
-    const std::int64_t sa = w.cover_a[k], sb = w.cover_b[k];
-    if (sa >= 0 && static_cast<std::uint64_t>(sa) < a.p.outer) {
-      const std::int64_t b = a.p.d_begin[sa], e = a.p.d_end[sa];
-      if (b < static_cast<std::int64_t>(cs) && e > static_cast<std::int64_t>(cs) &&
-          static_cast<std::uint64_t>(e - b) > a.chunk) {
-        sh[0] = b;
-        sh[1] = e;
+  const std::uint64_t G = gridDim.x;
+  for (std::uint64_t i0 = 0; i0 * G + blockIdx.x < a.chunks; i0 += BLOCK) {  // block-uniform
+    if (threadIdx.x == 0) count = 0;
+    __syncthreads();
+    const std::uint64_t k = (i0 + threadIdx.x) * G + blockIdx.x;
+    if (k < a.chunks) {
+      const std::uint64_t cs = k * a.chunk, ce = cs + a.chunk < a.p.n ? cs + a.chunk : a.p.n;
+      std::int64_t ab = -1, ae = -1, bb = -1;
+      const std::int64_t sa = w.cover_a[k], sb = w.cover_b[k];
+      if (sa >= 0 && static_cast<std::uint64_t>(sa) < a.p.outer) {
+        const std::int64_t b = a.p.d_begin[sa], e = a.p.d_end[sa];
+        if (b < static_cast<std::int64_t>(cs) && e > static_cast<std::int64_t>(cs) &&
+            static_cast<std::uint64_t>(e - b) > a.chunk)
+          ab = b, ae = e;
+      }
+      if (sb >= 0 && static_cast<std::uint64_t>(sb) < a.p.outer) {
+        const std::int64_t b = a.p.d_begin[sb], e = a.p.d_end[sb];
+        if (b >= static_cast<std::int64_t>(cs) && b < static_cast<std::int64_t>(ce) &&
+            static_cast<std::uint64_t>(e - b) > a.chunk)
+          bb = b;
+      }
+      if (ab >= 0 || bb >= 0) {
+        const unsigned j = atomicAdd(&count, 1u);  // the list's order: any (each chunk's partials are its own)
+        sh_ab[j] = ab, sh_ae[j] = ae, sh_bb[j] = bb, sh_k[j] = k;
       }
     }
-    if (sb >= 0 && static_cast<std::uint64_t>(sb) < a.p.outer) {
-      const std::int64_t b = a.p.d_begin[sb], e = a.p.d_end[sb];
-      if (b >= static_cast<std::int64_t>(cs) && b < static_cast<std::int64_t>(ce) &&
-          static_cast<std::uint64_t>(e - b) > a.chunk)
-        sh[2] = b;
+    __syncthreads();
+    const unsigned listed = count;
+    for (unsigned j = 0; j < listed; ++j) {
+      const std::uint64_t kk = sh_k[j];
+      const std::uint64_t cs = kk * a.chunk, ce = cs + a.chunk < a.p.n ? cs + a.chunk : a.p.n;
+      const std::int64_t ab = sh_ab[j], ae = sh_ae[j], bb = sh_bb[j];
+      if (ab >= 0) {  // block-uniform
+        const std::uint64_t hi = (static_cast<std::uint64_t>(ae) < ce ? static_cast<std::uint64_t>(ae) : ce) - ab;
+        Acc v = range_share<T, Op>(a.d_in + ab, cs - ab, hi, threadIdx.x, BLOCK);
+        v = core::block_reduce<Op, BLOCK>(v);
+        if (threadIdx.x == 0) w.part_a[kk] = v;
+        __syncthreads();  // block_reduce's shared memory is free again
+      }
+      if (bb >= 0) {
+        Acc v = range_share<T, Op>(a.d_in + bb, 0, ce - bb, threadIdx.x, BLOCK);
+        v = core::block_reduce<Op, BLOCK>(v);
+        if (threadIdx.x == 0) w.part_b[kk] = v;
+        __syncthreads();
+      }
     }
-  }
-  __syncthreads();
-  const std::int64_t ab = sh[0], ae = sh[1], bb = sh[2];
-  if (ab >= 0) {  // block-uniform
-    const std::uint64_t hi = (static_cast<std::uint64_t>(ae) < ce ? static_cast<std::uint64_t>(ae) : ce) - ab;
-    Acc v = range_share<T, Op>(a.d_in + ab, cs - ab, hi, threadIdx.x, BLOCK);
-    v = core::block_reduce<Op, BLOCK>(v);
-    if (threadIdx.x == 0) w.part_a[k] = v;
-  }
-  if (bb >= 0) {
-    __syncthreads();  // block_reduce's shared memory is free again
-    Acc v = range_share<T, Op>(a.d_in + bb, 0, ce - bb, threadIdx.x, BLOCK);
-    v = core::block_reduce<Op, BLOCK>(v);
-    if (threadIdx.x == 0) w.part_b[k] = v;
+    __syncthreads();  // every thread has read `count`
   }
 }
 

@@ -22,7 +22,7 @@ seg_args<T, Op> make_args(const void* d_in, const problem& p, const plan& pl, vo
           pl.col_vecs, pl.vec,
           static_cast<typename Op::acc_type*>(
               core::segmented_scratch(*c.ws, scratch_bytes(p, pl, sizeof(T), sizeof(typename Op::acc_type)))),
-          c.ws->d_seg_counters, c.d_status, pl.short_max, pl.chunk, pl.chunks, pl.tiles};
+          c.ws->d_seg_counters, c.d_status, pl.short_max, pl.chunk, pl.chunks, pl.tiles, pl.span, pl.span_segs};
 }
 
 // Ragged problems: the offset check (and, for tile plans, each tile's first segment) ahead of the
@@ -122,6 +122,39 @@ void go_resident(const Args& a, unsigned blocks, int block, const seg_ctx& c, co
   go(Kernel, a, resident_grid<Kernel>(blocks, block, c), block, c, what);
 }
 
+// The span kernel of a plan: its window's shared memory for each warp of a block (dynamic; the
+// kernel may take up to kSpanMaxBytes a warp, and the SM's largest carveout is asked for, so
+// that the blocks the registers allow also fit their windows), a grid of at most the blocks an
+// SM holds with that window (asked once per device and window size).
+template <class T, class Op>
+void launch_span(const plan& pl, const seg_args<T, Op>& a, const seg_ctx& c, const char* what) {
+  constexpr auto kernel = seg_span_kernel<T, Op, kSpanBlock>;
+  constexpr int kWarps = kSpanBlock / 32;
+  constexpr int kSizes = 6;  // windows of 512 B .. 16 KiB
+  static std::atomic<int> per_sm[64][kSizes];
+  int li = 0;
+  while (li + 1 < kSizes && (kSpanMinBytes << li) < pl.span) ++li;
+  if ((kSpanMinBytes << li) != pl.span) throw error("tally: internal error: a span window of " + std::to_string(pl.span) + " bytes");
+  const std::size_t smem = static_cast<std::size_t>(kWarps) * pl.span;
+  std::atomic<int>& slot = per_sm[c.dev->ordinal & 63][li];
+  int per = slot.load(std::memory_order_relaxed);
+  if (per == 0) {
+    core::check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(kWarps * kSpanMaxBytes)),
+                     "cudaFuncSetAttribute(span kernel, dynamic shared memory)");
+    core::check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                          static_cast<int>(cudaSharedmemCarveoutMaxShared)),
+                     "cudaFuncSetAttribute(span kernel, shared memory carveout)");
+    core::check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kernel, kSpanBlock, smem),
+                     "cudaOccupancyMaxActiveBlocksPerMultiprocessor(span kernel)");
+    per = std::max(per, 1);
+    slot.store(per, std::memory_order_relaxed);
+  }
+  const std::uint64_t wave = std::uint64_t(std::max(1, c.limits.sm_count)) * static_cast<std::uint64_t>(per);
+  const auto blocks = static_cast<unsigned>(std::min<std::uint64_t>(pl.blocks, wave));
+  core::check_cuda(core::launch_pdl(kernel, a, blocks, kSpanBlock, c.stream, smem), what);
+}
+
 // The plans of contiguous rows (unary or binary ops): row tiles, lane groups or split blocks.
 // False for any other plan.
 template <class T, class Op>
@@ -161,18 +194,22 @@ void launch(const void* d_in, const problem& p, bool, void* d_out, const seg_ctx
       return go(seg_columns_kernel<T, Op, kColumnsBlock>, a, pl.blocks, kColumnsBlock, c, "launching the segmented columns kernel");
     case strategy::thin: return launch_thin(pl, a, c);
     case strategy::ragged: {
-      // Short and middle segments (long ones marked): tiles, or lane groups; then the chunks of
+      // Short and middle segments (long ones marked): tiles, spans or lane groups; then the chunks of
       // long ones, then the fix-up of both; the last two return at once where the offsets are
-      // not in order (the tile kernel then runs the lane groups' body).
+      // not in order (the tile and span kernels then run the lane groups' body).
       // (Eager plans other than four loads in flight over 4- or 8-byte elements are refused:
       // forced_plan_refusal; the rule makes none.) The main kernel is recorded (last_kernel).
       constexpr const char* kTile = "launching the segmented tile kernel";
       constexpr const char* kGroup = "launching the segmented group kernel";
       constexpr const char* kEager = "launching the segmented group kernel (eager)";
+      constexpr const char* kSpan = "launching the segmented span kernel";
       if (pl.tiles > 0) {
         if (pl.tiles > 0x7fffffffull) throw error("tally: internal error: too many ragged tiles");
         record_kernel(kTile);
         go_resident<seg_tile_kernel<T, Op, kTileBlock>>(a, static_cast<unsigned>(pl.tiles), kTileBlock, c, kTile);
+      } else if (pl.span > 0) {
+        record_kernel(kSpan);
+        launch_span(pl, a, c, kSpan);
       } else if (pl.unroll == 8) {
         record_kernel(kGroup);
         go_resident<seg_group_kernel<T, Op, kGroupBlock, 8>>(a, pl.blocks, kGroupBlock, c, kGroup);
@@ -188,7 +225,8 @@ void launch(const void* d_in, const problem& p, bool, void* d_out, const seg_ctx
         go_resident<seg_group_kernel<T, Op, kGroupBlock, 4>>(a, pl.blocks, kGroupBlock, c, kGroup);
       }
       if (pl.chunks > 0x7fffffffull) throw error("tally: internal error: too many ragged chunks");
-      go(seg_chunk_kernel<T, Op, kChunkBlock>, a, static_cast<unsigned>(pl.chunks), kChunkBlock, c, "launching the segmented chunk kernel");
+      go_resident<seg_chunk_kernel<T, Op, kChunkBlock>>(a, static_cast<unsigned>(pl.chunks), kChunkBlock, c,
+                                                        "launching the segmented chunk kernel");
       const std::uint64_t fix_blocks =
           (pl.chunks * 32 + kFixupBlock - 1) / kFixupBlock + (pl.tiles + kFixupBlock - 1) / kFixupBlock;
       return go(seg_fixup_kernel<T, Op, kFixupBlock>, a, static_cast<unsigned>(fix_blocks), kFixupBlock, c, "launching the segmented fix-up kernel");

@@ -61,6 +61,10 @@ constexpr std::uint64_t kExactLaunchMinElems = std::uint64_t(1) << 22;
 // A lane group reads at most this many rounds of 4 vectors per lane of a ragged segment; longer
 // segments go to a whole warp, then (past a chunk) to blocks.
 constexpr std::uint64_t kGroupRounds = 8;
+// Ragged spans in the rule: at least this many batches of 32 segments for each warp of half the
+// GPU's threads; windows of kSpanRuleWindow bytes, a lane per segment of up to kSpanRuleLaneBytes.
+constexpr std::uint64_t kSpanBatchesPerWarp = 4;
+constexpr std::uint64_t kSpanRuleWindow = std::uint64_t(8) << 10, kSpanRuleLaneBytes = std::uint64_t(4) << 10;
 // Rows of at most this many 16-byte vectors (a power of two) run as row tiles.
 constexpr std::uint64_t kRowTileVectors = 16;
 // Ragged chunks: about eight per resident block of the chunk kernel, 16 KiB to 64 KiB of input
@@ -205,6 +209,29 @@ void fill_ragged(plan& r, const problem& p, int g, std::uint64_t chunk_bytes, in
             std::to_string(r.chunk) + " elements, a block each";
 }
 
+// Ragged spans: the span kernel, a warp per span_segs segments copying the elements they cover
+// through a window of win_bytes of shared memory; a lane folds a segment of up to lane_bytes of
+// input, the warp longer ones up to a chunk, blocks the rest (fill_ragged's chunks); offsets out
+// of order: g lanes a segment. A warp takes 32 segments at a time where that leaves at least
+// half the GPU's threads (as warps) a batch each, fewer (down to 4) where the segments are fewer.
+void fill_span(plan& r, const problem& p, int g, std::uint64_t chunk_bytes, std::uint64_t win_bytes,
+               std::uint64_t lane_bytes, int elem_bytes, int acc_bytes, std::uint64_t sms, const device_limits& d) {
+  fill_ragged(r, p, g, chunk_bytes, 4, false, elem_bytes, acc_bytes, sms, d);
+  const std::uint64_t eb = static_cast<std::uint64_t>(elem_bytes), segments = p.outer;
+  const std::uint64_t half_warps = std::max<std::uint64_t>(1, sms * static_cast<std::uint64_t>(std::max(32, d.max_threads_per_sm)) / 64);
+  r.span = win_bytes;
+  r.span_segs = static_cast<int>(std::min<std::uint64_t>(32, std::max<std::uint64_t>(4, pow2_floor(std::max<std::uint64_t>(1, segments / half_warps)))));
+  r.short_max = std::min(r.chunk, std::max<std::uint64_t>(1, lane_bytes / eb));
+  const std::uint64_t threads = ceil_div(std::max<std::uint64_t>(1, segments), static_cast<std::uint64_t>(r.span_segs)) * 32;
+  const std::uint64_t resident = sms * static_cast<std::uint64_t>(std::max(1, d.max_threads_per_sm / kSpanBlock));
+  r.blocks = static_cast<unsigned>(std::min<std::uint64_t>(ceil_div(threads, kSpanBlock), resident));
+  r.why = "a warp per " + std::to_string(r.span_segs) + " segments through a " + std::to_string(win_bytes) +
+          "-byte window, a lane per segment up to " + std::to_string(r.short_max) + " elements (mean " +
+          std::to_string(segments ? p.n / segments : 0) + "), a warp up to " + std::to_string(r.chunk) +
+          ", longer ones in chunks of " + std::to_string(r.chunk) + " elements, a block each; offsets out of order: " +
+          std::to_string(g) + " lane(s) per segment";
+}
+
 // Ragged pieces: segments cut into pieces of chunk_bytes of input from their starts, a block per
 // piece; the piece grows where the workspace would not hold a partial per piece.
 void fill_pieces(plan& r, const problem& p, std::uint64_t chunk_bytes, int elem_bytes, int acc_bytes,
@@ -276,6 +303,18 @@ plan ragged_groups_plan(const problem& p, int elem_bytes, int acc_bytes, const d
   // groups: two lanes and light tails".
   if (nvec < 32 && !few)
     bytes = std::max(bytes, std::min(kChunkMaxBytes, pow2_floor(std::max<std::uint64_t>(1, p.n * eb / resident_chunk))));
+  // Short segments many times the GPU's warps over (at least kSpanBatchesPerWarp batches of 32
+  // for each warp of half the GPU's threads; 2^20 and more on the H100): spans, 8 KiB windows, a
+  // lane per segment of up to 4 KiB. `tally bench segmented --sweep-only`, H100 2026-11-27
+  // 03:24 UTC (docs/data/segmented-sweep-h100-ragged-spans.md; f32 sums, graph us, Pareto /
+  // uniform lengths): 2^28 in 2^22 538.5 / 456.1 (lane groups' rule 551.9 / 530.1, the best plan
+  // 525.6 one lane eager / 443.9 16 KiB windows); 2^26 in 2^20 166.2 / 129.1 (166.4 / 136.6);
+  // at 2^24 in 2^18 spans trailed (63.4 / 44.6 at best against 62.6 / 43.8). Not run on an H200.
+  const std::uint64_t half_warps = std::max<std::uint64_t>(1, sms * static_cast<std::uint64_t>(std::max(32, d.max_threads_per_sm)) / 64);
+  if (nvec < 32 && !few && segments >= kSpanBatchesPerWarp * 32 * half_warps) {
+    fill_span(r, p, g, bytes, kSpanRuleWindow, kSpanRuleLaneBytes, elem_bytes, acc_bytes, sms, d);
+    return r;
+  }
   fill_ragged(r, p, g, bytes, few && acc_bytes <= kRowTileEightMaxAcc ? 8 : 4, false, elem_bytes, acc_bytes, sms, d);
   return r;
 }
@@ -513,6 +552,11 @@ std::string forced_plan_refusal(const problem& p, const plan& pl, int elem_bytes
   // Eager loads exist for the ragged lane groups with four in flight, of 4- or 8-byte elements.
   if (pl.eager && (pl.how != strategy::ragged || pl.tiles > 0 || pl.unroll != 4 || (elem_bytes != 4 && elem_bytes != 8)))
     return "a forced eager plan that is not ragged lane groups of four loads in flight over 4- or 8-byte elements";
+  if (pl.span > 0 && (pl.how != strategy::ragged || pl.tiles > 0 || pl.eager || pl.span < kSpanMinBytes ||
+                      pl.span > kSpanMaxBytes || (pl.span & (pl.span - 1)) != 0 || pl.short_max == 0 ||
+                      pl.span_segs < 1 || pl.span_segs > 32 || (pl.span_segs & (pl.span_segs - 1)) != 0))
+    return "a forced span plan that is not ragged, or whose window is not a power of two of 512 B to 16 KiB, or whose "
+           "warps take other than 1-32 segments (a power of two)";
   if (!p.ragged()) return "";
   const std::uint64_t n = p.n;
   if (pl.how == strategy::pieces) {
@@ -557,6 +601,13 @@ std::vector<plan> ragged_candidates(const problem& p, int elem_bytes, int acc_by
     for (int u : {4, 8}) {
       plan r;
       fill_ragged(r, p, g, rule_bytes, u, false, elem_bytes, acc_bytes, sms, d);
+      out.push_back(r);
+    }
+  // Spans: windows of 4-16 KiB, a lane per segment of up to 1-4 KiB of input.
+  for (std::uint64_t win = 4096; win <= kSpanMaxBytes; win *= 2)
+    for (std::uint64_t lane_bytes = 1024; lane_bytes <= 4096; lane_bytes *= 2) {
+      plan r;
+      fill_span(r, p, rule.group, rule_bytes, win, lane_bytes, elem_bytes, acc_bytes, sms, d);
       out.push_back(r);
     }
   // Every lane group with its loads issued eagerly (four in flight; elements of 4 or 8 bytes).

@@ -59,7 +59,10 @@ struct problem {
 //             up to `chunk` elements; longer ones (offsets in order) are cut at fixed
 //             `chunk`-element boundaries of the input, a block per chunk, and a fix-up warp per
 //             long segment combines its chunks' partials in order. Three launches, each balanced
-//             by elements, not by segments.
+//             by elements, not by segments. With `span` > 0 (offsets in order) the span kernel
+//             replaces the group kernel: a warp per span_segs segments copies the elements they
+//             cover into a window of `span` bytes of shared memory and a lane folds each segment
+//             of at most `short_max` elements from it; the warp and the chunks as above.
 //   pieces:   ragged segments, at most kPiecesMaxSegments of them: one launch. Every block reads
 //             all the offsets (a bad one stops every block before it writes), cuts each segment
 //             into pieces of `chunk` elements from its start (an empty segment is one empty
@@ -90,6 +93,9 @@ struct plan {
   std::uint64_t chunk = ~std::uint64_t(0);      // ragged: chunk of the input (elements); longer segments go to blocks
   std::uint64_t chunks = 0;                     // ragged: ceil(n / chunk); pieces: ceil(n / chunk) + segments
   std::uint64_t tiles = 0;  // ragged: tiles of kTileElems (offsets in order: the tile kernel), 0: lane groups
+  std::uint64_t span = 0;   // ragged spans: a warp's window in bytes (0: lane groups or tiles);
+                            // short_max is then the longest segment a lane folds alone
+  int span_segs = 32;       // ragged spans: segments a warp takes at a time, a lane each
   bool eager = false;       // ragged lane groups (four in flight): each lane's head, tail and first round of
                             // loads together, and its last partial round together (range_share_eager)
   unsigned resident = 0; // columns: the resident blocks of the columns kernel the rule counted
@@ -127,6 +133,11 @@ inline constexpr std::uint64_t kTileMaxSegments = (std::uint64_t(1) << 31) - 1;
 // and their positions relative to the tile, in 32 bits: a short segment (at most a chunk) enters
 // a tile from at most this far before it.
 inline constexpr std::uint64_t kTileMaxChunk = std::uint64_t(1) << 30;
+// Ragged spans (the span kernel, offsets in order): blocks of kSpanBlock threads; a warp's window of
+// shared memory is 512 bytes (a 16-byte vector a lane) to kSpanMaxBytes, a power of two; a warp
+// takes 1 to 32 segments at a time (a power of two: span_segs).
+inline constexpr int kSpanBlock = 128;
+inline constexpr std::uint64_t kSpanMinBytes = 512, kSpanMaxBytes = std::uint64_t(16) << 10;
 // Whether the tile kernel can run segments of this problem with chunks of `chunk` elements.
 inline bool tiles_fit(const problem& p, std::uint64_t chunk) {
   return !p.binary() && p.outer <= kTileMaxSegments && chunk <= kTileMaxChunk;
@@ -184,9 +195,10 @@ std::vector<plan> row_candidates(const problem& p, int elem_bytes, int acc_bytes
 std::string forced_plan_refusal(const problem& p, const plan& pl, int elem_bytes, int acc_bytes, const device_limits& d);
 // Ragged plans for `tally bench segmented --sweep` and the tests: tiles (where the workspace
 // holds them) at the rule's chunk and at a quarter to four times it, lane groups of 1-32 lanes
-// with four and eight loads in flight, and the rule's groups with those chunks (the lane groups'
-// rule, whether or not the rule picks pieces); for at most kPiecesMaxSegments segments, pieces
-// of 4 KiB to 256 KiB.
+// with four and eight loads in flight, spans (windows of 4-16 KiB, a lane per segment of up to
+// 1-4 KiB of input), eager lane groups (4- and 8-byte elements), and the rule's groups with those
+// chunks (the lane groups' rule, whether or not the rule picks spans or pieces); for at most
+// kPiecesMaxSegments segments, pieces of 4 KiB to 256 KiB.
 std::vector<plan> ragged_candidates(const problem& p, int elem_bytes, int acc_bytes, const device_limits& d);
 
 }  // namespace tally::seg
