@@ -385,6 +385,21 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
     if (c.span > 0) {
       EXPECT_EQ(c.span_segs, 32);
     }
+  // Any forced ragged plan: 1-32 lanes a segment (a power of two), four or eight loads in
+  // flight, no short segment past the chunk (the chunk kernel marks only longer ones).
+  for (int bad : {0, 3, 64}) {
+    seg::plan g = rc[5];
+    g.group = bad;
+    EXPECT_NE(seg::forced_plan_refusal(ragged(2048, 1u << 20), g, 4, 4, h100()), "") << bad;
+  }
+  {
+    seg::plan g = rc[17];
+    g.short_max = g.chunk + 1;
+    EXPECT_NE(seg::forced_plan_refusal(ragged(2048, 1u << 20), g, 4, 4, h100()), "");
+    g = rc[5];
+    g.unroll = 2;
+    EXPECT_NE(seg::forced_plan_refusal(ragged(2048, 1u << 20), g, 4, 4, h100()), "");
+  }
   seg::plan span_tiles = rc[0];
   span_tiles.span = 1024;
   EXPECT_NE(seg::forced_plan_refusal(ragged(2048, 1u << 20), span_tiles, 4, 4, h100()), "");

@@ -737,8 +737,8 @@ int ragged_forced_case(const char* what, const std::vector<std::int64_t>& b, con
     check_results((std::string(what) + " (" + chosen.why + ")").c_str(), xs, ranges, o, out);
     const int acc = o == op::argmin || o == op::argmax ? 16 : 8;
     ran = 0;
-    for (const seg::plan& c : seg::ragged_candidates(p, sizeof(T), acc, this_gpu_limits())) {
-      if (!pick(c)) continue;
+    for (seg::plan c : seg::ragged_candidates(p, sizeof(T), acc, this_gpu_limits())) {
+      if (!pick(c)) continue;  // pick may adjust the candidate (a forced span batch)
       ++ran;
       {
         const forced_plan f(c);
@@ -896,6 +896,18 @@ void ragged_spans() {
     const int ran = ragged_forced_case<T>(shift ? "ragged spans, input not 16-byte aligned" : "ragged spans", b, e,
                                           static_cast<std::uint64_t>(at), shift, span, nullptr);
     EXPECT_EQ(ran, 9) << "span candidates (windows of 4-16 KiB, lane limits of 1-4 KiB)";
+  }
+  // These segments are few: four a warp. The rule's 32 a warp (runs across every lane, lane 31's
+  // ends), and 8 and 1, forced (span_segs is the warp's batch alone: any 1-32 fits any problem).
+  for (int per : {32, 8, 1}) {
+    const auto batch = [per](seg::plan& c) {
+      if (c.span == 0) return false;
+      c.span_segs = per;
+      return true;
+    };
+    EXPECT_EQ(ragged_forced_case<T>(("ragged spans, " + std::to_string(per) + " segments a warp").c_str(), b, e,
+                                    static_cast<std::uint64_t>(at), 1, batch, nullptr),
+              9);
   }
   // Out of order (the first 64 segments reversed): the span kernel runs the lane groups' body.
   std::reverse(b.begin(), b.begin() + 64), std::reverse(e.begin(), e.begin() + 64);

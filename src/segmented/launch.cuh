@@ -138,13 +138,18 @@ void launch_span(const plan& pl, const seg_args<T, Op>& a, const seg_ctx& c, con
   const std::size_t smem = static_cast<std::size_t>(kWarps) * pl.span;
   std::atomic<int>& slot = per_sm[c.dev->ordinal & 63][li];
   int per = slot.load(std::memory_order_relaxed);
-  if (per == 0) {
+  // Past 48 KiB a block the launch needs the opt-in, set again before every such launch (a
+  // device reset clears it; the cache below would not know).
+  constexpr std::size_t kDefaultDynamic = std::size_t(48) << 10;
+  if (per == 0 || smem > kDefaultDynamic) {
     core::check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(kWarps * kSpanMaxBytes)),
                      "cudaFuncSetAttribute(span kernel, dynamic shared memory)");
     core::check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                           static_cast<int>(cudaSharedmemCarveoutMaxShared)),
                      "cudaFuncSetAttribute(span kernel, shared memory carveout)");
+  }
+  if (per == 0) {
     core::check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kernel, kSpanBlock, smem),
                      "cudaOccupancyMaxActiveBlocksPerMultiprocessor(span kernel)");
     per = std::max(per, 1);

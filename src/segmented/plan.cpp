@@ -573,6 +573,13 @@ std::string forced_plan_refusal(const problem& p, const plan& pl, int elem_bytes
   const std::uint64_t want_chunks = pl.chunk > 0 ? std::max<std::uint64_t>(1, ceil_div(n, pl.chunk)) : 0;
   if (pl.tiles != want_tiles || pl.chunks != want_chunks)
     return "a forced ragged plan made for another input size";
+  // The lane groups' body (also the tile and span kernels' for offsets out of order) takes 1-32
+  // lanes a segment, a power of two; a segment a lane or group folds must not be one the chunk
+  // kernel reads (it marks only segments longer than a chunk).
+  if (pl.group < 1 || pl.group > 32 || (pl.group & (pl.group - 1)) != 0 || pl.short_max > pl.chunk ||
+      (pl.unroll != 4 && pl.unroll != 8))
+    return "a forced ragged plan with other than 1-32 lanes a segment (a power of two), four or eight loads in "
+           "flight, or a longest short segment past its chunk";
   if ((pl.chunks + pl.tiles) * ragged_chunk_bytes(acc_bytes) > d.partial_bytes || (pl.tiles > 0 && !tiles_fit(p, pl.chunk)))
     return "a forced ragged plan whose partials this op's accumulators or this segment count cannot fit";
   return "";
