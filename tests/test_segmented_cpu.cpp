@@ -245,14 +245,14 @@ TEST(SegmentedPlanCpu, RaggedPieces) {
   EXPECT_NE(seg::forced_plan_refusal(p256, tiny, 4, 64, small), "");
   EXPECT_EQ(seg::forced_plan_refusal(p256, tiny, 4, 64, h100()), "");
   EXPECT_EQ(seg::forced_plan_refusal(rows(4, 4), tiny, 4, 4, h100()), "");  // not ragged: nothing to check here
-  // The sweep: the lane groups' candidates and spans (36, as for more segments), then pieces of 4 KiB to
+  // The sweep: the lane groups' candidates and spans (40, as for more segments), then pieces of 4 KiB to
   // 256 KiB.
   const auto rc = seg::ragged_candidates(ragged(256, 1u << 20), 4, 4, h100());
-  ASSERT_EQ(rc.size(), 36u + 7u);
+  ASSERT_EQ(rc.size(), 40u + 7u);
   for (std::size_t i = 0; i < rc.size(); ++i) {
-    EXPECT_EQ(rc[i].how, i < 36 ? seg::strategy::ragged : seg::strategy::pieces) << i;
-    if (i >= 36) {
-      EXPECT_EQ(rc[i].chunk * 4, std::uint64_t(4) << (10 + i - 36)) << i;
+    EXPECT_EQ(rc[i].how, i < 40 ? seg::strategy::ragged : seg::strategy::pieces) << i;
+    if (i >= 40) {
+      EXPECT_EQ(rc[i].chunk * 4, std::uint64_t(4) << (10 + i - 40)) << i;
       EXPECT_EQ(rc[i].chunks, ((1u << 20) + rc[i].chunk - 1) / rc[i].chunk + 256) << i;
     }
   }
@@ -324,24 +324,33 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
   // chunk, the rule's group with other chunks; each within the workspace, short_max <= chunk.
   // Tiles at the rule's chunk and at 4, 8, 32 and 64 KiB (tiles of 4096 elements, a block each, their
   // entries in the workspace beside the chunks'), the lane groups with four and eight loads in
-  // flight, spans (windows of 4, 8 and 16 KiB, a lane per segment of up to 256, 512 and 1024 f32),
+  // flight, spans (windows of 4, 8 and 16 KiB, a lane per segment of up to 256, 512 and 1024 f32;
+  // then 8 and 16 KiB, 256 and 1024 f32, the warp folding middle segments from the windows),
   // then eager with four, the rule's with those chunks. Eager lane groups only for elements of 4
   // or 8 bytes.
   const auto rc = seg::ragged_candidates(ragged(2048, 1u << 20), 4, 4, h100());
-  EXPECT_EQ(rc.size(), 5u + 12u + 9u + 6u + 4u);
+  EXPECT_EQ(rc.size(), 5u + 12u + 9u + 4u + 6u + 4u);
   for (std::size_t i = 0; i < rc.size(); ++i) {
     EXPECT_EQ(rc[i].tiles, i < 5 ? (1u << 20) / static_cast<std::uint64_t>(seg::kTileElems) : 0u) << i;
-    const bool span = i >= 17 && i < 26;
-    EXPECT_EQ(rc[i].span, span ? std::uint64_t(4096) << ((i - 17) / 3) : 0u) << i;
+    const bool span = i >= 17 && i < 26, mid = i >= 26 && i < 30;
+    EXPECT_EQ(rc[i].span_mid, mid) << i;
+    if (mid) {
+      EXPECT_EQ(rc[i].span, std::uint64_t(8192) << ((i - 26) / 2)) << i;
+      EXPECT_EQ(rc[i].short_max, std::uint64_t(256) << (2 * ((i - 26) % 2))) << i;
+      EXPECT_EQ(seg::forced_plan_refusal(ragged(2048, 1u << 20), rc[i], 4, 4, h100()), "") << i;
+    }
+    if (!mid) {
+      EXPECT_EQ(rc[i].span, span ? std::uint64_t(4096) << ((i - 17) / 3) : 0u) << i;
+    }
     if (span) {
       EXPECT_EQ(rc[i].short_max, std::uint64_t(256) << ((i - 17) % 3)) << i;
       EXPECT_EQ(rc[i].span_segs, 4);  // 2048 segments: four a warp (at least 4, at most 32)
       EXPECT_EQ(seg::forced_plan_refusal(ragged(2048, 1u << 20), rc[i], 4, 4, h100()), "") << i;
       EXPECT_EQ(rc[i].group, rc[0].group) << i;  // offsets out of order: the rule's lanes
     }
-    EXPECT_EQ(rc[i].eager, i >= 26 && i < 32) << i;
+    EXPECT_EQ(rc[i].eager, i >= 30 && i < 36) << i;
     if (rc[i].eager) {
-      EXPECT_EQ(rc[i].group, 1 << (i - 26)) << i;
+      EXPECT_EQ(rc[i].group, 1 << (i - 30)) << i;
       EXPECT_EQ(rc[i].unroll, 4) << i;
     }
     EXPECT_EQ(seg::scratch_bytes(ragged(2048, 1u << 20), rc[i], 4, 4),
@@ -360,7 +369,7 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
   }
   EXPECT_FALSE(seg::make_plan(ragged(1u << 22, 1u << 28), 4, 4, false, h100()).eager);  // a candidate, not the rule
   // Forced eager plans: ragged lane groups, four in flight, 4- or 8-byte elements only.
-  const seg::plan eager = rc[26];
+  const seg::plan eager = rc[30];
   ASSERT_TRUE(eager.eager);
   EXPECT_EQ(seg::forced_plan_refusal(ragged(2048, 1u << 20), eager, 4, 4, h100()), "");
   EXPECT_EQ(seg::forced_plan_refusal(ragged(2048, 1u << 20), eager, 8, 8, h100()), "");
@@ -400,6 +409,9 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
     g.unroll = 2;
     EXPECT_NE(seg::forced_plan_refusal(ragged(2048, 1u << 20), g, 4, 4, h100()), "");
   }
+  seg::plan mid_groups = rc[5];
+  mid_groups.span_mid = true;
+  EXPECT_NE(seg::forced_plan_refusal(ragged(2048, 1u << 20), mid_groups, 4, 4, h100()), "");
   seg::plan span_tiles = rc[0];
   span_tiles.span = 1024;
   EXPECT_NE(seg::forced_plan_refusal(ragged(2048, 1u << 20), span_tiles, 4, 4, h100()), "");

@@ -895,7 +895,7 @@ void ragged_spans() {
   for (std::uint64_t shift : {std::uint64_t(0), std::uint64_t(1)}) {
     const int ran = ragged_forced_case<T>(shift ? "ragged spans, input not 16-byte aligned" : "ragged spans", b, e,
                                           static_cast<std::uint64_t>(at), shift, span, nullptr);
-    EXPECT_EQ(ran, 9) << "span candidates (windows of 4-16 KiB, lane limits of 1-4 KiB)";
+    EXPECT_EQ(ran, 13) << "span candidates (windows of 4-16 KiB, lane limits of 1-4 KiB; four folding middle segments)";
   }
   // These segments are few: four a warp. The rule's 32 a warp (runs across every lane, lane 31's
   // ends), and 8 and 1, forced (span_segs is the warp's batch alone: any 1-32 fits any problem).
@@ -907,13 +907,13 @@ void ragged_spans() {
     };
     EXPECT_EQ(ragged_forced_case<T>(("ragged spans, " + std::to_string(per) + " segments a warp").c_str(), b, e,
                                     static_cast<std::uint64_t>(at), 1, batch, nullptr),
-              9);
+              13);
   }
   // Out of order (the first 64 segments reversed): the span kernel runs the lane groups' body.
   std::reverse(b.begin(), b.begin() + 64), std::reverse(e.begin(), e.begin() + 64);
   EXPECT_EQ(ragged_forced_case<T>("ragged spans, offsets out of order", b, e, static_cast<std::uint64_t>(at), 0, span,
                                   nullptr),
-            9);
+            13);
 }
 TEST(SegmentedGpu, RaggedSpansEveryOp) {
   TALLY_REQUIRE_GPU();
@@ -974,7 +974,66 @@ TEST(SegmentedGpu, SpansMatchOneLaneBitwise) {
       EXPECT_EQ(std::memcmp(got.data(), want.data(), segments * 4), 0)
           << "span " << c.span << " lane max " << c.short_max << " shift " << shift << " (seed " << test_seed() << ")";
     }
-    EXPECT_EQ(pairs, 9);
+    EXPECT_EQ(pairs, 13);
+  }
+}
+
+// The warp folding its middle segments from the windows (`m` candidates) gives the bits of the
+// warp reading them itself: Pareto lengths up to ~17000 f32 (middle ones between the lane limit
+// and the chunk, long ones past it), random floats, gaps, at and one element past a 16-byte
+// boundary; each `m` candidate against the span plan of its window and lane limit.
+TEST(SegmentedGpu, SpanMiddleSegmentsMatchTheWarp) {
+  TALLY_REQUIRE_GPU();
+  const std::uint64_t segments = small_only() ? 300 : 3000;
+  std::mt19937_64 rng(test_seed() + 41);
+  std::vector<std::int64_t> b, e;
+  std::int64_t at = 0;
+  for (std::uint64_t s = 0; s < segments; ++s) {
+    const double u = std::uniform_real_distribution<double>(1e-4, 1.0)(rng);
+    std::int64_t len = static_cast<std::int64_t>(8.0 * std::pow(u, -1.0 / 1.2));
+    if (s % 5 == 0) len = 0;
+    if (s % 13 == 4) at += static_cast<std::int64_t>(rng() % 30);
+    b.push_back(at), e.push_back(at + len);
+    at += len;
+  }
+  const std::uint64_t n = static_cast<std::uint64_t>(at);
+  const auto x = random_vector<float>(n + 1, test_seed() + 43, -1, 1);
+  device_buffer d((n + 1) * 4), db(segments * 8), de(segments * 8);
+  d.upload(x.data(), (n + 1) * 4);
+  db.upload(b.data(), segments * 8), de.upload(e.data(), segments * 8);
+  const auto* pb = static_cast<const std::int64_t*>(db.get());
+  const auto* pe = static_cast<const std::int64_t*>(de.get());
+  for (std::uint64_t shift : {std::uint64_t(0), std::uint64_t(1)}) {
+    const float* in = static_cast<const float*>(d.get()) + shift;
+    seg::problem p;
+    p.outer = segments, p.n = n, p.d_begin = pb, p.d_end = pe;
+    p.aligned16 = shift == 0;
+    const auto cands = seg::ragged_candidates(p, 4, 4, this_gpu_limits());
+    auto run = [&](const seg::plan& c) {
+      std::vector<float> h(segments);
+      device_buffer out(segments * 4);
+      const forced_plan f(c);
+      reduce_segments(in, n, pb, pe, segments, dtype::f32, op::sum, out.get());
+      out.download(h.data(), segments * 4);
+      return h;
+    };
+    int pairs = 0, middle = 0;
+    for (const seg::plan& m : cands) {
+      if (!m.span_mid) continue;
+      for (std::uint64_t s = 0; s < segments; ++s) {
+        const auto len = static_cast<std::uint64_t>(e[s] - b[s]);
+        middle += len > m.short_max && len <= m.chunk;
+      }
+      for (const seg::plan& c : cands) {
+        if (c.span_mid || c.span != m.span || c.short_max != m.short_max || c.chunk != m.chunk) continue;
+        ++pairs;
+        const auto want = run(c), got = run(m);
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), segments * 4), 0)
+            << "span " << m.span << " lane max " << m.short_max << " shift " << shift << " (seed " << test_seed() << ")";
+      }
+    }
+    EXPECT_EQ(pairs, 4);
+    EXPECT_GT(middle, 20) << "middle segments in the data";
   }
 }
 

@@ -46,6 +46,7 @@ struct seg_args {
   std::uint64_t tiles;                       // ragged: tiles of the tile kernel (0: lane groups)
   std::uint64_t span;                        // ragged spans: window bytes a warp (0: none)
   int span_segs;                             // and segments a warp takes at a time (1-32)
+  bool span_mid;                             // and the warp folds its middle segments from the window
 };
 
 // Ragged: the second status word says whether the segments are in order (end[s] <= begin[s+1]);
@@ -341,6 +342,34 @@ __device__ __forceinline__ typename Op::acc_type image_fold(typename Op::acc_typ
   return acc;
 }
 
+// A middle segment (past a lane's limit, within a chunk) folded by the whole warp from the window,
+// its part [lo, hi) (segment-relative; a window's, which ends on a 16-byte boundary or at the
+// segment's end) into each lane's acc: the lane's share of range_share with 32 lanes (its head
+// element, its vectors j = lane, lane + 32, ... in order, its tail element), so a segment folded
+// window by window and then combined by warp_reduce has the bits of the warp's own loads
+// (warp_longer). img: the window, element x of the input at img[x - wa]; mb: the segment's start.
+template <class T, class Op>
+__device__ __forceinline__ typename Op::acc_type image_warp_fold(typename Op::acc_type acc, const T* img,
+                                                                  std::int64_t wa, const T* in, std::int64_t mb,
+                                                                  std::uint64_t len, std::uint64_t lo,
+                                                                  std::uint64_t hi, unsigned lane) {
+  using V = vec16<T>;
+  constexpr std::uint64_t VN = V::size;
+  const core::split16 s = core::split_input(in + mb, len);
+  const T* seg = img + (mb - wa);  // the segment's element 0 in the window's frame (read within [lo, hi) only)
+  if (lane < s.head && lane >= lo && lane < hi) acc = Op::combine(acc, core::transform_elem<Op>(seg[lane], lane));
+  // Vectors q of the body within [lo, hi): q0 = first whole one at or past lo, q1 past the last.
+  const std::uint64_t b0 = s.head;
+  const std::uint64_t q0 = lo <= b0 ? 0 : (lo - b0 + VN - 1) / VN;
+  const std::uint64_t q1_raw = hi <= b0 ? 0 : (hi - b0) / VN;
+  const std::uint64_t q1 = q1_raw < s.nvec ? q1_raw : s.nvec;
+  for (std::uint64_t q = q0 + ((lane + 32 - q0 % 32) % 32); q < q1; q += 32)
+    acc = core::fold_vec<Op>(acc, *reinterpret_cast<const V*>(seg + b0 + q * VN), b0 + q * VN);
+  const std::uint64_t t = s.tail_begin + lane;
+  if (t < len && t >= lo && t < hi) acc = Op::combine(acc, core::transform_elem<Op>(seg[t], t));
+  return acc;
+}
+
 // Elements [x0, x1) of the input into the warp's window img, element x at img[x - wa] (wa: the
 // 16-byte boundary at or before x0): whole vectors by cp.async, the partial ones at either end
 // element by element; then every lane of the warp sees them.
@@ -386,13 +415,15 @@ __device__ __forceinline__ void span_body(const seg_args<T, Op>& a, T* img) {
     offsets(bt + warps, nb, ne);  // the next batch's offsets load meanwhile
     const std::uint64_t len = static_cast<std::uint64_t>(e - b);
     const bool mine = valid && len <= a.short_max;
-    const bool act = mine && len > 0;
+    const bool own = mine && len > 0;                               // the lane folds it alone
+    const bool mid = a.span_mid && valid && !mine && len <= a.chunk;  // the warp, from the windows
+    const bool act = own || mid;                                    // in the runs of windows
     const unsigned am = __ballot_sync(kAll, act);
     // A run ends at an active lane whose next active lane begins more than kSpanGap past its end.
     const unsigned above = lane == 31 ? 0u : am & (kAll << (lane + 1));
     const std::int64_t next_b = __shfl_sync(kAll, b, above ? __ffs(above) - 1 : static_cast<int>(lane));
     const unsigned ends = __ballot_sync(kAll, act && (above == 0 || next_b - e > kSpanGap));
-    Acc acc = Op::identity();
+    Acc acc = Op::identity(), macc = Op::identity();  // the lane's segment; its share of the open middle one
     unsigned left = am;
     while (left != 0) {  // warp-uniform: a run of windows over lanes f .. r
       const int f = __ffs(left) - 1;
@@ -403,16 +434,31 @@ __device__ __forceinline__ void span_body(const seg_args<T, Op>& a, T* img) {
         const std::int64_t x1 = wa + win < run_end ? wa + win : run_end;
         span_fill<T>(img, a.d_in, wa, x0, x1, lane);
         const std::int64_t lo = b > x0 ? b : x0, hi = e < x1 ? e : x1;
-        if (act && lo < hi)
+        if (own && lo < hi)
           acc = image_fold<T, Op>(acc, img + (lo - wa), a.d_in + lo, static_cast<std::uint64_t>(lo - b),
                                   static_cast<std::uint64_t>(hi - lo));
+        // The middle segments meeting the window, in order (at most the last stays open).
+        for (unsigned mm = __ballot_sync(kAll, mid && lo < hi); mm != 0; mm &= mm - 1) {  // warp-uniform
+          const int src = __ffs(mm) - 1;
+          const std::int64_t mb = __shfl_sync(kAll, b, src), me = __shfl_sync(kAll, e, src);
+          const std::int64_t plo = mb > x0 ? mb : x0, phi = me < x1 ? me : x1;
+          macc = image_warp_fold<T, Op>(macc, img, wa, a.d_in, mb, static_cast<std::uint64_t>(me - mb),
+                                        static_cast<std::uint64_t>(plo - mb), static_cast<std::uint64_t>(phi - mb), lane);
+          if (me <= x1) {  // it ends here
+            const Acc r = core::warp_reduce<Op, true>(macc);
+            if (lane == 0)
+              a.d_out[bt * per + static_cast<unsigned>(src)] =
+                  core::finalize_with<Op>(r, static_cast<std::uint64_t>(me - mb), a.d_in + mb);
+            macc = Op::identity();
+          }
+        }
         __syncwarp();  // the window is free for the next fill
         x0 = x1;
       }
       left &= r == 31 ? 0u : kAll << (r + 1);
     }
     if (mine) a.d_out[s] = core::finalize_with<Op>(acc, len, a.d_in + b);
-    warp_longer<T, Op, 8>(a, __ballot_sync(kAll, valid && !mine), true, s, static_cast<std::uint64_t>(b), len, lane);
+    warp_longer<T, Op, 8>(a, __ballot_sync(kAll, valid && !mine && !mid), true, s, static_cast<std::uint64_t>(b), len, lane);
   }
 }
 

@@ -22,7 +22,7 @@ seg_args<T, Op> make_args(const void* d_in, const problem& p, const plan& pl, vo
           pl.col_vecs, pl.vec,
           static_cast<typename Op::acc_type*>(
               core::segmented_scratch(*c.ws, scratch_bytes(p, pl, sizeof(T), sizeof(typename Op::acc_type)))),
-          c.ws->d_seg_counters, c.d_status, pl.short_max, pl.chunk, pl.chunks, pl.tiles, pl.span, pl.span_segs};
+          c.ws->d_seg_counters, c.d_status, pl.short_max, pl.chunk, pl.chunks, pl.tiles, pl.span, pl.span_segs, pl.span_mid};
 }
 
 // Ragged problems: the offset check (and, for tile plans, each tile's first segment) ahead of the

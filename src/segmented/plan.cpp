@@ -552,6 +552,7 @@ std::string forced_plan_refusal(const problem& p, const plan& pl, int elem_bytes
   // Eager loads exist for the ragged lane groups with four in flight, of 4- or 8-byte elements.
   if (pl.eager && (pl.how != strategy::ragged || pl.tiles > 0 || pl.unroll != 4 || (elem_bytes != 4 && elem_bytes != 8)))
     return "a forced eager plan that is not ragged lane groups of four loads in flight over 4- or 8-byte elements";
+  if (pl.span_mid && pl.span == 0) return "a forced plan folding middle segments from windows without spans";
   if (pl.span > 0 && (pl.how != strategy::ragged || pl.tiles > 0 || pl.eager || pl.span < kSpanMinBytes ||
                       pl.span > kSpanMaxBytes || (pl.span & (pl.span - 1)) != 0 || pl.short_max == 0 ||
                       pl.span_segs < 1 || pl.span_segs > 32 || (pl.span_segs & (pl.span_segs - 1)) != 0))
@@ -615,6 +616,16 @@ std::vector<plan> ragged_candidates(const problem& p, int elem_bytes, int acc_by
     for (std::uint64_t lane_bytes = 1024; lane_bytes <= 4096; lane_bytes *= 2) {
       plan r;
       fill_span(r, p, rule.group, rule_bytes, win, lane_bytes, elem_bytes, acc_bytes, sms, d);
+      out.push_back(r);
+    }
+  // Spans whose warps fold their middle segments from the windows: 8 and 16 KiB, a lane per
+  // segment of up to 1 or 4 KiB.
+  for (std::uint64_t win = 8192; win <= kSpanMaxBytes; win *= 2)
+    for (std::uint64_t lane_bytes = 1024; lane_bytes <= 4096; lane_bytes *= 4) {
+      plan r;
+      fill_span(r, p, rule.group, rule_bytes, win, lane_bytes, elem_bytes, acc_bytes, sms, d);
+      r.span_mid = true;
+      r.why += "; longer segments within a chunk folded by the warp from the windows";
       out.push_back(r);
     }
   // Every lane group with its loads issued eagerly (four in flight; elements of 4 or 8 bytes).

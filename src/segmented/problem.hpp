@@ -96,6 +96,8 @@ struct plan {
   std::uint64_t span = 0;   // ragged spans: a warp's window in bytes (0: lane groups or tiles);
                             // short_max is then the longest segment a lane folds alone
   int span_segs = 32;       // ragged spans: segments a warp takes at a time, a lane each
+  bool span_mid = false;    // ragged spans: segments past short_max (within a chunk) folded by the
+                            // whole warp from the windows, not read by it again (a sweep candidate)
   bool eager = false;       // ragged lane groups (four in flight): each lane's head, tail and first round of
                             // loads together, and its last partial round together (range_share_eager)
   unsigned resident = 0; // columns: the resident blocks of the columns kernel the rule counted
