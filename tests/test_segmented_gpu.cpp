@@ -923,6 +923,37 @@ TEST(SegmentedGpu, RaggedSpansEveryOp) {
   ragged_spans<std::int64_t>();
 }
 
+// Random f32 in ragged segments (b, e) on the GPU, at `shift` elements past a 16-byte boundary:
+// the sweep's candidates for them, and the f32 sums of a forced plan.
+struct f32_segments {
+  std::uint64_t segments, n;
+  device_buffer d, db, de;
+  f32_segments(const std::vector<std::int64_t>& b, const std::vector<std::int64_t>& e, std::uint64_t seed)
+      : segments(b.size()), n(static_cast<std::uint64_t>(e.empty() ? 0 : e.back())), d((n + 1) * 4),
+        db(segments * 8), de(segments * 8) {
+    const auto x = random_vector<float>(n + 1, seed, -1, 1);
+    d.upload(x.data(), (n + 1) * 4);
+    db.upload(b.data(), segments * 8), de.upload(e.data(), segments * 8);
+  }
+  const std::int64_t* begin() const { return static_cast<const std::int64_t*>(db.get()); }
+  const std::int64_t* end() const { return static_cast<const std::int64_t*>(de.get()); }
+  std::vector<seg::plan> candidates(std::uint64_t shift) const {
+    seg::problem p;
+    p.outer = segments, p.n = n, p.d_begin = begin(), p.d_end = end();
+    p.aligned16 = shift == 0;
+    return seg::ragged_candidates(p, 4, 4, this_gpu_limits());
+  }
+  std::vector<float> sums(const seg::plan& c, std::uint64_t shift) const {
+    std::vector<float> h(segments);
+    device_buffer out(segments * 4);
+    const forced_plan f(c);
+    reduce_segments(static_cast<const float*>(d.get()) + shift, n, begin(), end(), segments, dtype::f32, op::sum,
+                    out.get());
+    out.download(h.data(), segments * 4);
+    return h;
+  }
+};
+
 // A lane folds its segment from the window in range_share's order with one lane: on segments of
 // 0-128 f32 (none past the one-lane group's limit), random floats, every span candidate gives
 // the bits of one lane a segment at the same chunk, at and one element past a 16-byte boundary,
@@ -939,39 +970,20 @@ TEST(SegmentedGpu, SpansMatchOneLaneBitwise) {
     b.push_back(at), e.push_back(at + len);
     at += len;
   }
-  const std::uint64_t n = static_cast<std::uint64_t>(at);
-  const auto x = random_vector<float>(n + 1, test_seed() + 37, -1, 1);
-  device_buffer d((n + 1) * 4), db(segments * 8), de(segments * 8);
-  d.upload(x.data(), (n + 1) * 4);
-  db.upload(b.data(), segments * 8), de.upload(e.data(), segments * 8);
-  const auto* pb = static_cast<const std::int64_t*>(db.get());
-  const auto* pe = static_cast<const std::int64_t*>(de.get());
+  const f32_segments data(b, e, test_seed() + 37);
   for (std::uint64_t shift : {std::uint64_t(0), std::uint64_t(1)}) {
-    const float* in = static_cast<const float*>(d.get()) + shift;
-    seg::problem p;
-    p.outer = segments, p.n = n, p.d_begin = pb, p.d_end = pe;
-    p.aligned16 = shift == 0;
-    const auto cands = seg::ragged_candidates(p, 4, 4, this_gpu_limits());
+    const auto cands = data.candidates(shift);
     const seg::plan* one = nullptr;
     for (const seg::plan& c : cands)
       if (c.tiles == 0 && c.span == 0 && !c.eager && c.group == 1 && c.unroll == 4) one = &c;
     ASSERT_NE(one, nullptr);
     ASSERT_GE(one->short_max, 128u);
-    auto run = [&](const seg::plan& c) {
-      std::vector<float> h(segments);
-      device_buffer out(segments * 4);
-      const forced_plan f(c);
-      reduce_segments(in, n, pb, pe, segments, dtype::f32, op::sum, out.get());
-      out.download(h.data(), segments * 4);
-      return h;
-    };
-    const auto want = run(*one);
+    const auto want = data.sums(*one, shift);
     int pairs = 0;
     for (const seg::plan& c : cands) {
       if (c.span == 0 || c.chunk != one->chunk) continue;
       ++pairs;
-      const auto got = run(c);
-      EXPECT_EQ(std::memcmp(got.data(), want.data(), segments * 4), 0)
+      EXPECT_EQ(std::memcmp(data.sums(c, shift).data(), want.data(), segments * 4), 0)
           << "span " << c.span << " lane max " << c.short_max << " shift " << shift << " (seed " << test_seed() << ")";
     }
     EXPECT_EQ(pairs, 13);
@@ -996,27 +1008,9 @@ TEST(SegmentedGpu, SpanMiddleSegmentsMatchTheWarp) {
     b.push_back(at), e.push_back(at + len);
     at += len;
   }
-  const std::uint64_t n = static_cast<std::uint64_t>(at);
-  const auto x = random_vector<float>(n + 1, test_seed() + 43, -1, 1);
-  device_buffer d((n + 1) * 4), db(segments * 8), de(segments * 8);
-  d.upload(x.data(), (n + 1) * 4);
-  db.upload(b.data(), segments * 8), de.upload(e.data(), segments * 8);
-  const auto* pb = static_cast<const std::int64_t*>(db.get());
-  const auto* pe = static_cast<const std::int64_t*>(de.get());
+  const f32_segments data(b, e, test_seed() + 43);
   for (std::uint64_t shift : {std::uint64_t(0), std::uint64_t(1)}) {
-    const float* in = static_cast<const float*>(d.get()) + shift;
-    seg::problem p;
-    p.outer = segments, p.n = n, p.d_begin = pb, p.d_end = pe;
-    p.aligned16 = shift == 0;
-    const auto cands = seg::ragged_candidates(p, 4, 4, this_gpu_limits());
-    auto run = [&](const seg::plan& c) {
-      std::vector<float> h(segments);
-      device_buffer out(segments * 4);
-      const forced_plan f(c);
-      reduce_segments(in, n, pb, pe, segments, dtype::f32, op::sum, out.get());
-      out.download(h.data(), segments * 4);
-      return h;
-    };
+    const auto cands = data.candidates(shift);
     int pairs = 0, middle = 0;
     for (const seg::plan& m : cands) {
       if (!m.span_mid) continue;
@@ -1027,8 +1021,7 @@ TEST(SegmentedGpu, SpanMiddleSegmentsMatchTheWarp) {
       for (const seg::plan& c : cands) {
         if (c.span_mid || c.span != m.span || c.short_max != m.short_max || c.chunk != m.chunk) continue;
         ++pairs;
-        const auto want = run(c), got = run(m);
-        EXPECT_EQ(std::memcmp(got.data(), want.data(), segments * 4), 0)
+        EXPECT_EQ(std::memcmp(data.sums(m, shift).data(), data.sums(c, shift).data(), segments * 4), 0)
             << "span " << m.span << " lane max " << m.short_max << " shift " << shift << " (seed " << test_seed() << ")";
       }
     }
