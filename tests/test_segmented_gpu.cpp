@@ -923,6 +923,24 @@ TEST(SegmentedGpu, RaggedSpansEveryOp) {
   ragged_spans<std::int64_t>();
 }
 
+// Begin and end offsets of `count` segments in order: before segment s a gap of gap(s, rng)
+// elements, then len(s, rng) elements (gap first, then len, for each s in turn; rng seeded with
+// `seed`).
+template <class Gap, class Len>
+std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>> in_order_offsets(std::uint64_t count, std::uint64_t seed,
+                                                                                 Gap gap, Len len) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::int64_t> b, e;
+  std::int64_t at = 0;
+  for (std::uint64_t s = 0; s < count; ++s) {
+    at += gap(s, rng);
+    const std::int64_t l = len(s, rng);
+    b.push_back(at), e.push_back(at + l);
+    at += l;
+  }
+  return {b, e};
+}
+
 // Random f32 in ragged segments (b, e) on the GPU, at `shift` elements past a 16-byte boundary:
 // the sweep's candidates for them, and the f32 sums of a forced plan.
 struct f32_segments {
@@ -961,15 +979,10 @@ struct f32_segments {
 TEST(SegmentedGpu, SpansMatchOneLaneBitwise) {
   TALLY_REQUIRE_GPU();
   const std::uint64_t segments = small_only() ? 700 : 20000;
-  std::mt19937_64 rng(test_seed() + 31);
-  std::vector<std::int64_t> b, e;
-  std::int64_t at = 0;
-  for (std::uint64_t s = 0; s < segments; ++s) {
-    if (s % 17 == 4) at += static_cast<std::int64_t>(rng() % 40);
-    const std::int64_t len = static_cast<std::int64_t>(rng() % 129);
-    b.push_back(at), e.push_back(at + len);
-    at += len;
-  }
+  const auto [b, e] = in_order_offsets(
+      segments, test_seed() + 31,
+      [](std::uint64_t s, std::mt19937_64& rng) { return s % 17 == 4 ? static_cast<std::int64_t>(rng() % 40) : 0; },
+      [](std::uint64_t, std::mt19937_64& rng) { return static_cast<std::int64_t>(rng() % 129); });
   const f32_segments data(b, e, test_seed() + 37);
   for (std::uint64_t shift : {std::uint64_t(0), std::uint64_t(1)}) {
     const auto cands = data.candidates(shift);
@@ -997,17 +1010,13 @@ TEST(SegmentedGpu, SpansMatchOneLaneBitwise) {
 TEST(SegmentedGpu, SpanMiddleSegmentsMatchTheWarp) {
   TALLY_REQUIRE_GPU();
   const std::uint64_t segments = small_only() ? 300 : 3000;
-  std::mt19937_64 rng(test_seed() + 41);
-  std::vector<std::int64_t> b, e;
-  std::int64_t at = 0;
-  for (std::uint64_t s = 0; s < segments; ++s) {
-    const double u = std::uniform_real_distribution<double>(1e-4, 1.0)(rng);
-    std::int64_t len = static_cast<std::int64_t>(8.0 * std::pow(u, -1.0 / 1.2));
-    if (s % 5 == 0) len = 0;
-    if (s % 13 == 4) at += static_cast<std::int64_t>(rng() % 30);
-    b.push_back(at), e.push_back(at + len);
-    at += len;
-  }
+  const auto [b, e] = in_order_offsets(
+      segments, test_seed() + 41,
+      [](std::uint64_t s, std::mt19937_64& rng) { return s % 13 == 4 ? static_cast<std::int64_t>(rng() % 30) : 0; },
+      [](std::uint64_t s, std::mt19937_64& rng) {
+        const double u = std::uniform_real_distribution<double>(1e-4, 1.0)(rng);
+        return s % 5 == 0 ? std::int64_t(0) : static_cast<std::int64_t>(8.0 * std::pow(u, -1.0 / 1.2));
+      });
   const f32_segments data(b, e, test_seed() + 43);
   for (std::uint64_t shift : {std::uint64_t(0), std::uint64_t(1)}) {
     const auto cands = data.candidates(shift);
