@@ -16,8 +16,10 @@
 # a GPU's measured entry should turn the dynamic schedule on), dist (the sharded reductions:
 # Dist* tests, tally_dist_mpi_check under mpirun on every GPU, `tally reduce --ranks` of files against
 # one GPU, and `tally bench dist`; TALLY_DIST_BENCH_ARGS, e.g. "--quick --totals 20,24"; TALLY_DIST_RANKS,
-# e.g. "2 4": those process counts one after the other, bench-dist-npN.md each). Logs and JSON land in
-# OUTDIR. TALLY_TEST_FILTER narrows the test stage (a gtest filter).
+# e.g. "2 4": those process counts one after the other, bench-dist-npN.md each), ragged (the ragged
+# segments: Segmented* tests, compute-sanitizer on the ragged tests, the ragged sweeps and the table
+# against CUB). Logs and JSON land in OUTDIR; TALLY_PACK=1 packs them into OUTDIR/all.tgz (beside
+# summary.txt). TALLY_TEST_FILTER narrows the test stage (a gtest filter).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/gpu-check.sh OUTDIR [stages...]}
@@ -164,6 +166,28 @@ if has segmented; then
   tail -2 "$out/progress.log"
   grep -c MISMATCH "$out/bench-segmented.md" 2>/dev/null | grep -qv '^0$' && { echo "segmented: MISMATCH" | tee -a "$out/summary.txt"; status=1; }
 fi
+if has ragged; then
+  # The ragged segments' check: their GPU tests, compute-sanitizer on the span and lane-group
+  # tests (small sizes), the ragged sweeps (both tails; TALLY_RAGGED_TOTALS, default 24,26,28) and
+  # the table against CUB (TALLY_RAGGED_BENCH_TOTALS, default 24,28).
+  step "ragged: Segmented* tests, sanitizers on the ragged tests, sweeps, bench vs CUB"
+  "$bin/tally_tests" --gtest_brief=1 --gtest_filter='Segmented*' >"$out/ragged-tests.log" 2>&1 || status=1
+  tail -1 "$out/ragged-tests.log" | tee -a "$out/summary.txt"
+  grep -E "FAILED|Failure" -A4 "$out/ragged-tests.log" | head -30
+  for tool in memcheck racecheck synccheck; do
+    TALLY_TEST_SMALL=1 TALLY_UNDER_SANITIZER=1 timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+      "$bin/tally_tests" --gtest_brief=1 \
+      --gtest_filter='SegmentedGpu.RaggedSpans*:SegmentedGpu.Span*:SegmentedGpu.EveryRagged*:SegmentedGpu.Eager*' \
+      >"$out/ragged-sanitize-$tool.log" 2>&1 || status=1
+    echo "$tool $(grep -E 'SUMMARY' "$out/ragged-sanitize-$tool.log" | tail -1)" | tee -a "$out/summary.txt"
+  done
+  "$bin/tally" bench segmented --totals "${TALLY_RAGGED_TOTALS:-24,26,28}" --sweep-only --sweep-forms ragged,ragged-uniform \
+    --md "$out/ragged-sweep.md" >/dev/null 2>>"$out/progress.log" || status=1
+  tail -1 "$out/progress.log"
+  "$bin/tally" bench segmented --totals "${TALLY_RAGGED_BENCH_TOTALS:-24,28}" --md "$out/ragged-bench.md" \
+    --json "$out/ragged-bench.json" >/dev/null 2>>"$out/progress.log" || status=1
+  grep -A12 "ragged segments (Pareto lengths, a fifth empty): tally vs CUB" "$out/ragged-bench.md" | tee -a "$out/summary.txt"
+fi
 if has segprof; then
   # One segmented plan under Nsight Compute: TALLY_PROFILE_PLAN (a sweep label, "ragged g2 k64", or
   # "rule"), TALLY_PROFILE_FORM (ragged, ragged-uniform, rows, columns), TALLY_PROFILE_TOTAL (log2),
@@ -237,4 +261,11 @@ if has schedules; then
   tail -1 "$out/schedules.md" | tee -a "$out/summary.txt"
 fi
 step "done status=$status"
+# TALLY_PACK=1: everything under OUTDIR in one archive, OUTDIR/all.tgz, the files themselves
+# removed but summary.txt (the device tool brings back at most eight files a call).
+if [ "${TALLY_PACK:-0}" = 1 ]; then
+  pack="$(mktemp -d)/all.tgz"
+  tar czf "$pack" -C "$out" --exclude=./summary.txt . && find "$out" -mindepth 1 ! -path "$out/summary.txt" -delete &&
+    mv "$pack" "$out/all.tgz" || status=1
+fi
 exit $status
