@@ -833,6 +833,24 @@ TEST(SegmentedGpu, RaggedTilesEdges) {
   ragged_tiles_edges<std::uint8_t>();
 }
 
+// Begin and end offsets of `count` segments in order: before segment s a gap of gap(s, rng)
+// elements, then len(s, rng) elements (gap first, then len, for each s in turn; rng seeded with
+// `seed`).
+template <class Gap, class Len>
+std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>> in_order_offsets(std::uint64_t count, std::uint64_t seed,
+                                                                                 Gap gap, Len len) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::int64_t> b, e;
+  std::int64_t at = 0;
+  for (std::uint64_t s = 0; s < count; ++s) {
+    at += gap(s, rng);
+    const std::int64_t l = len(s, rng);
+    b.push_back(at), e.push_back(at + l);
+    at += l;
+  }
+  return {b, e};
+}
+
 // Eager lane groups (range_share_eager; every lane-group width the sweep offers, forced, and the
 // eager kernel seen to run): segments of 0-300 elements (0-200 under the sanitizer) starting
 // anywhere (heads and tails of 0-3 elements, last rounds of 0-3 vectors a lane), middle ones of
@@ -841,19 +859,20 @@ TEST(SegmentedGpu, RaggedTilesEdges) {
 // 8-byte elements (smaller ones have no eager candidates).
 template <class T>
 void eager_lane_groups() {
-  std::vector<std::int64_t> b, e;
-  std::mt19937_64 rng(test_seed() + 23);
   const bool small = small_only();  // under the sanitizer: about 2^16 elements
   const std::uint64_t short_span = small ? 201 : 301;
-  std::int64_t at = 1;
-  for (int k = 0; k < (small ? 300 : 3000); ++k) {
-    std::int64_t len = static_cast<std::int64_t>(rng() % short_span);
-    if (k % 97 == 5) len = 1000 + static_cast<std::int64_t>(rng() % 1000);  // a warp's, past narrow groups
-    if (k % 499 == 7) len = small ? 20000 : 70000;                                  // past any chunk
-    if (k % 11 == 3) at += static_cast<std::int64_t>(rng() % 5);               // a gap
-    b.push_back(at), e.push_back(at + len);
-    at += len;
-  }
+  const auto [b, e] = in_order_offsets(
+      small ? 300 : 3000, test_seed() + 23,
+      [](std::uint64_t k, std::mt19937_64& rng) {
+        return (k == 0) + (k % 11 == 3 ? static_cast<std::int64_t>(rng() % 5) : 0);  // a gap
+      },
+      [&](std::uint64_t k, std::mt19937_64& rng) {
+        std::int64_t len = static_cast<std::int64_t>(rng() % short_span);
+        if (k % 97 == 5) len = 1000 + static_cast<std::int64_t>(rng() % 1000);  // a warp's, past narrow groups
+        if (k % 499 == 7) len = small ? 20000 : 70000;                           // past any chunk
+        return len;
+      });
+  const std::int64_t at = e.back();
   const auto eager = [](const seg::plan& c) { return c.eager; };
   for (std::uint64_t shift : {std::uint64_t(0), std::uint64_t(1)}) {
     const int ran = ragged_forced_case<T>(shift ? "eager lane groups, input not 16-byte aligned" : "eager lane groups", b,
@@ -876,21 +895,24 @@ TEST(SegmentedGpu, EagerLaneGroupsEveryOp) {
 // Every op of the suite against the reference, for 1-, 4- and 8-byte elements.
 template <class T>
 void ragged_spans() {
-  std::vector<std::int64_t> b, e;
-  std::mt19937_64 rng(test_seed() + 29);
   const bool small = small_only();
-  const std::int64_t limits[] = {127, 128, 129, 255, 256, 257, 511, 512, 513};
-  std::int64_t at = 3;
-  for (int k = 0; k < (small ? 400 : 2500) + 7; ++k) {
-    std::int64_t len = static_cast<std::int64_t>(rng() % 41);
-    if (k % 7 == 2) len = limits[rng() % 9];
-    if (k % 89 == 5) len = 1000 + static_cast<std::int64_t>(rng() % 4000);  // a warp's
-    if (k % 601 == 9) len = small ? 20000 : 70000;                            // past any chunk
-    if (k % 11 == 3) at += 1 + static_cast<std::int64_t>(rng() % 16);        // a gap inside a run
-    if (k % 37 == 6) at += 17 + static_cast<std::int64_t>(rng() % 184);      // a new run
-    b.push_back(at), e.push_back(at + len);
-    at += len;
-  }
+  auto [b, e] = in_order_offsets(
+      (small ? 400 : 2500) + 7, test_seed() + 29,
+      [](std::uint64_t k, std::mt19937_64& rng) {
+        std::int64_t gap = k == 0 ? 3 : 0;
+        if (k % 11 == 3) gap += 1 + static_cast<std::int64_t>(rng() % 16);    // a gap inside a run
+        if (k % 37 == 6) gap += 17 + static_cast<std::int64_t>(rng() % 184);  // a new run
+        return gap;
+      },
+      [small](std::uint64_t k, std::mt19937_64& rng) {
+        constexpr std::int64_t limits[] = {127, 128, 129, 255, 256, 257, 511, 512, 513};
+        std::int64_t len = static_cast<std::int64_t>(rng() % 41);
+        if (k % 7 == 2) len = limits[rng() % 9];
+        if (k % 89 == 5) len = 1000 + static_cast<std::int64_t>(rng() % 4000);  // a warp's
+        if (k % 601 == 9) len = small ? 20000 : 70000;                            // past any chunk
+        return len;
+      });
+  const std::int64_t at = e.back();
   const auto span = [](const seg::plan& c) { return c.span > 0; };
   for (std::uint64_t shift : {std::uint64_t(0), std::uint64_t(1)}) {
     const int ran = ragged_forced_case<T>(shift ? "ragged spans, input not 16-byte aligned" : "ragged spans", b, e,
@@ -921,24 +943,6 @@ TEST(SegmentedGpu, RaggedSpansEveryOp) {
   ragged_spans<double>();
   ragged_spans<std::uint8_t>();
   ragged_spans<std::int64_t>();
-}
-
-// Begin and end offsets of `count` segments in order: before segment s a gap of gap(s, rng)
-// elements, then len(s, rng) elements (gap first, then len, for each s in turn; rng seeded with
-// `seed`).
-template <class Gap, class Len>
-std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>> in_order_offsets(std::uint64_t count, std::uint64_t seed,
-                                                                                 Gap gap, Len len) {
-  std::mt19937_64 rng(seed);
-  std::vector<std::int64_t> b, e;
-  std::int64_t at = 0;
-  for (std::uint64_t s = 0; s < count; ++s) {
-    at += gap(s, rng);
-    const std::int64_t l = len(s, rng);
-    b.push_back(at), e.push_back(at + l);
-    at += l;
-  }
-  return {b, e};
 }
 
 // Random f32 in ragged segments (b, e) on the GPU, at `shift` elements past a 16-byte boundary:

@@ -209,6 +209,11 @@ void fill_ragged(plan& r, const problem& p, int g, std::uint64_t chunk_bytes, in
             std::to_string(r.chunk) + " elements, a block each";
 }
 
+// The warps of half the GPU's threads (the spans' measure of segments filling the GPU).
+std::uint64_t half_gpu_warps(std::uint64_t sms, const device_limits& d) {
+  return std::max<std::uint64_t>(1, sms * static_cast<std::uint64_t>(std::max(32, d.max_threads_per_sm)) / 64);
+}
+
 // Ragged spans: the span kernel, a warp per span_segs segments copying the elements they cover
 // through a window of win_bytes of shared memory; a lane folds a segment of up to lane_bytes of
 // input, the warp longer ones up to a chunk, blocks the rest (fill_ragged's chunks); offsets out
@@ -218,7 +223,7 @@ void fill_span(plan& r, const problem& p, int g, std::uint64_t chunk_bytes, std:
                std::uint64_t lane_bytes, int elem_bytes, int acc_bytes, std::uint64_t sms, const device_limits& d) {
   fill_ragged(r, p, g, chunk_bytes, 4, false, elem_bytes, acc_bytes, sms, d);
   const std::uint64_t eb = static_cast<std::uint64_t>(elem_bytes), segments = p.outer;
-  const std::uint64_t half_warps = std::max<std::uint64_t>(1, sms * static_cast<std::uint64_t>(std::max(32, d.max_threads_per_sm)) / 64);
+  const std::uint64_t half_warps = half_gpu_warps(sms, d);
   r.span = win_bytes;
   r.span_segs = static_cast<int>(std::min<std::uint64_t>(32, std::max<std::uint64_t>(4, pow2_floor(std::max<std::uint64_t>(1, segments / half_warps)))));
   r.short_max = std::min(r.chunk, std::max<std::uint64_t>(1, lane_bytes / eb));
@@ -310,7 +315,7 @@ plan ragged_groups_plan(const problem& p, int elem_bytes, int acc_bytes, const d
   // uniform lengths): 2^28 in 2^22 538.5 / 456.1 (lane groups' rule 551.9 / 530.1, the best plan
   // 525.6 one lane eager / 443.9 16 KiB windows); 2^26 in 2^20 166.2 / 129.1 (166.4 / 136.6);
   // at 2^24 in 2^18 spans trailed (63.4 / 44.6 at best against 62.6 / 43.8). Not run on an H200.
-  const std::uint64_t half_warps = std::max<std::uint64_t>(1, sms * static_cast<std::uint64_t>(std::max(32, d.max_threads_per_sm)) / 64);
+  const std::uint64_t half_warps = half_gpu_warps(sms, d);
   if (nvec < 32 && !few && segments >= kSpanBatchesPerWarp * 32 * half_warps) {
     fill_span(r, p, g, bytes, kSpanRuleWindow, kSpanRuleLaneBytes, elem_bytes, acc_bytes, sms, d);
     return r;
