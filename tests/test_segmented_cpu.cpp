@@ -263,24 +263,26 @@ TEST(SegmentedPlanCpu, RaggedPieces) {
 // block combines at most 16 Ki partials.
 TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
   // 2^22 segments of a mean of 64 f32: 2^17 batches of 32, 31 for each of the 132 x 32 warps of
-  // half the H100: spans, 8 KiB windows, a lane per segment of up to 1024 f32 (4 KiB); offsets out
-  // of order: two lanes a segment (the lane groups' rule).
+  // half the H100: spans, 16 KiB windows, a lane per segment of up to 256 f32 (1 KiB), the warp
+  // folding longer ones within a chunk from the windows; offsets out of order: two lanes a
+  // segment (the lane groups' rule).
   auto pl = seg::make_plan(ragged(1u << 22, 1u << 28), 4, 4, false, h100());
   EXPECT_EQ(pl.how, seg::strategy::ragged);
-  EXPECT_EQ(pl.span, 8192u);
+  EXPECT_EQ(pl.span, 16384u);
   EXPECT_EQ(pl.span_segs, 32);
+  EXPECT_TRUE(pl.span_mid);
   EXPECT_EQ(pl.group, 2);  // mean 64 elements: 16 vectors; about eight vectors a lane
-  EXPECT_EQ(pl.short_max, 1024u);
+  EXPECT_EQ(pl.short_max, 256u);
   EXPECT_EQ(pl.chunk * 4, 64u << 10);
   EXPECT_EQ(pl.chunks, (1u << 28) / pl.chunk);
   EXPECT_EQ(pl.tiles, 0u);  // spans (tiles: a sweep candidate)
   EXPECT_EQ(seg::scratch_bytes(ragged(1u << 22, 1u << 28), pl, 4, 4), pl.chunks * seg::ragged_chunk_bytes(4));
   EXPECT_EQ(pl.unroll, 4);
   EXPECT_EQ(seg::forced_plan_refusal(ragged(1u << 22, 1u << 28), pl, 4, 4, h100()), "");
-  EXPECT_EQ(seg::make_plan(ragged(1u << 22, 1u << 27), 8, 8, false, h100()).short_max, 512u);  // 4 KiB of f64
+  EXPECT_EQ(seg::make_plan(ragged(1u << 22, 1u << 27), 8, 8, false, h100()).short_max, 128u);  // 1 KiB of f64
   // 2^19 segments: 16384 batches, 3.9 a warp: lane groups; 2^20: 7.8, spans.
   EXPECT_EQ(seg::make_plan(ragged(1u << 19, 1u << 25), 4, 4, false, h100()).span, 0u);
-  EXPECT_EQ(seg::make_plan(ragged(1u << 20, 1u << 26), 4, 4, false, h100()).span, 8192u);
+  EXPECT_EQ(seg::make_plan(ragged(1u << 20, 1u << 26), 4, 4, false, h100()).span, 16384u);
   EXPECT_EQ(seg::make_plan(ragged(1u << 20, 1u << 28), 4, 4, false, h100()).span, 0u);  // a mean of 64 vectors
   // Segments whose groups would hold under half the GPU's threads (132 x 2048 / 2 on the H100):
   // wider groups up to that half, eight loads in flight (four for large accumulators).

@@ -62,9 +62,10 @@ constexpr std::uint64_t kExactLaunchMinElems = std::uint64_t(1) << 22;
 // segments go to a whole warp, then (past a chunk) to blocks.
 constexpr std::uint64_t kGroupRounds = 8;
 // Ragged spans in the rule: at least this many batches of 32 segments for each warp of half the
-// GPU's threads; windows of kSpanRuleWindow bytes, a lane per segment of up to kSpanRuleLaneBytes.
+// GPU's threads; windows of kSpanRuleWindow bytes, a lane per segment of up to kSpanRuleLaneBytes,
+// the warp folding longer ones within a chunk from the windows.
 constexpr std::uint64_t kSpanBatchesPerWarp = 4;
-constexpr std::uint64_t kSpanRuleWindow = std::uint64_t(8) << 10, kSpanRuleLaneBytes = std::uint64_t(4) << 10;
+constexpr std::uint64_t kSpanRuleWindow = std::uint64_t(16) << 10, kSpanRuleLaneBytes = std::uint64_t(1) << 10;
 // Rows of at most this many 16-byte vectors (a power of two) run as row tiles.
 constexpr std::uint64_t kRowTileVectors = 16;
 // Ragged chunks: about eight per resident block of the chunk kernel, 16 KiB to 64 KiB of input
@@ -216,11 +217,13 @@ std::uint64_t half_gpu_warps(std::uint64_t sms, const device_limits& d) {
 
 // Ragged spans: the span kernel, a warp per span_segs segments copying the elements they cover
 // through a window of win_bytes of shared memory; a lane folds a segment of up to lane_bytes of
-// input, the warp longer ones up to a chunk, blocks the rest (fill_ragged's chunks); offsets out
-// of order: g lanes a segment. A warp takes 32 segments at a time where that leaves at least
-// half the GPU's threads (as warps) a batch each, fewer (down to 4) where the segments are fewer.
+// input, the warp longer ones up to a chunk (with `mid`, from the windows), blocks the rest
+// (fill_ragged's chunks); offsets out of order: g lanes a segment. A warp takes 32 segments at a
+// time where that leaves at least half the GPU's threads (as warps) a batch each, fewer (down to
+// 4) where the segments are fewer.
 void fill_span(plan& r, const problem& p, int g, std::uint64_t chunk_bytes, std::uint64_t win_bytes,
-               std::uint64_t lane_bytes, int elem_bytes, int acc_bytes, std::uint64_t sms, const device_limits& d) {
+               std::uint64_t lane_bytes, bool mid, int elem_bytes, int acc_bytes, std::uint64_t sms,
+               const device_limits& d) {
   fill_ragged(r, p, g, chunk_bytes, 4, false, elem_bytes, acc_bytes, sms, d);
   const std::uint64_t eb = static_cast<std::uint64_t>(elem_bytes), segments = p.outer;
   const std::uint64_t half_warps = half_gpu_warps(sms, d);
@@ -235,6 +238,8 @@ void fill_span(plan& r, const problem& p, int g, std::uint64_t chunk_bytes, std:
           std::to_string(segments ? p.n / segments : 0) + "), a warp up to " + std::to_string(r.chunk) +
           ", longer ones in chunks of " + std::to_string(r.chunk) + " elements, a block each; offsets out of order: " +
           std::to_string(g) + " lane(s) per segment";
+  r.span_mid = mid;
+  if (mid) r.why += "; longer segments within a chunk folded by the warp from the windows";
 }
 
 // Ragged pieces: segments cut into pieces of chunk_bytes of input from their starts, a block per
@@ -309,15 +314,18 @@ plan ragged_groups_plan(const problem& p, int elem_bytes, int acc_bytes, const d
   if (nvec < 32 && !few)
     bytes = std::max(bytes, std::min(kChunkMaxBytes, pow2_floor(std::max<std::uint64_t>(1, p.n * eb / resident_chunk))));
   // Short segments many times the GPU's warps over (at least kSpanBatchesPerWarp batches of 32
-  // for each warp of half the GPU's threads; 2^20 and more on the H100): spans, 8 KiB windows, a
-  // lane per segment of up to 4 KiB. `tally bench segmented --sweep-only`, H100 2026-11-27
-  // 03:24 UTC (docs/data/segmented-sweep-h100-ragged-spans.md; f32 sums, graph us, Pareto /
-  // uniform lengths): 2^28 in 2^22 538.5 / 456.1 (lane groups' rule 551.9 / 530.1, the best plan
-  // 525.6 one lane eager / 443.9 16 KiB windows); 2^26 in 2^20 166.2 / 129.1 (166.4 / 136.6);
-  // at 2^24 in 2^18 spans trailed (63.4 / 44.6 at best against 62.6 / 43.8). Not run on an H200.
+  // for each warp of half the GPU's threads; 2^20 and more on the H100): spans, 16 KiB windows, a
+  // lane per segment of up to 1 KiB, the warp folding longer ones within a chunk from the windows.
+  // `tally bench segmented --sweep-only`, H100 2026-11-27 05:02 UTC, as a candidate (f32 sums,
+  // graph us, Pareto / uniform lengths): 2^28 in 2^22 510.4 / 444.1 (8 KiB windows and a lane up
+  // to 4 KiB without `m`, the earlier rule, 543.6 / 456.8; the lane groups' best 526.3 / 623.5);
+  // 2^26 in 2^20 153.9 / 124.7 (167.5 / 129.8). As the rule, 05:14 UTC on another H100
+  // (docs/data/segmented-sweep-h100-ragged-mid.md): 506.9 / 443.0 and 153.5 / 124.1, the best of
+  // the 40 candidates at all four. At 2^24 in 2^18 the lane groups' rule stays (62.8 / 43.8;
+  // spans 62.1 / 44.9 at best; tiles 53.7 on Pareto lengths). Not run on an H200.
   const std::uint64_t half_warps = half_gpu_warps(sms, d);
   if (nvec < 32 && !few && segments >= kSpanBatchesPerWarp * 32 * half_warps) {
-    fill_span(r, p, g, bytes, kSpanRuleWindow, kSpanRuleLaneBytes, elem_bytes, acc_bytes, sms, d);
+    fill_span(r, p, g, bytes, kSpanRuleWindow, kSpanRuleLaneBytes, true, elem_bytes, acc_bytes, sms, d);
     return r;
   }
   fill_ragged(r, p, g, bytes, few && acc_bytes <= kRowTileEightMaxAcc ? 8 : 4, false, elem_bytes, acc_bytes, sms, d);
@@ -620,7 +628,7 @@ std::vector<plan> ragged_candidates(const problem& p, int elem_bytes, int acc_by
   for (std::uint64_t win = 4096; win <= kSpanMaxBytes; win *= 2)
     for (std::uint64_t lane_bytes = 1024; lane_bytes <= 4096; lane_bytes *= 2) {
       plan r;
-      fill_span(r, p, rule.group, rule_bytes, win, lane_bytes, elem_bytes, acc_bytes, sms, d);
+      fill_span(r, p, rule.group, rule_bytes, win, lane_bytes, false, elem_bytes, acc_bytes, sms, d);
       out.push_back(r);
     }
   // Spans whose warps fold their middle segments from the windows: 8 and 16 KiB, a lane per
@@ -628,9 +636,7 @@ std::vector<plan> ragged_candidates(const problem& p, int elem_bytes, int acc_by
   for (std::uint64_t win = 8192; win <= kSpanMaxBytes; win *= 2)
     for (std::uint64_t lane_bytes = 1024; lane_bytes <= 4096; lane_bytes *= 4) {
       plan r;
-      fill_span(r, p, rule.group, rule_bytes, win, lane_bytes, elem_bytes, acc_bytes, sms, d);
-      r.span_mid = true;
-      r.why += "; longer segments within a chunk folded by the warp from the windows";
+      fill_span(r, p, rule.group, rule_bytes, win, lane_bytes, true, elem_bytes, acc_bytes, sms, d);
       out.push_back(r);
     }
   // Every lane group with its loads issued eagerly (four in flight; elements of 4 or 8 bytes).
