@@ -481,9 +481,37 @@ TEST(SegmentedPlanCpu, ColumnCandidatesFitTheWorkspace) {
       }
       for (std::size_t j = 0; j < i; ++j)
         EXPECT_FALSE(cands[j].how == c.how && cands[j].col_vecs == c.col_vecs && cands[j].per_seg == c.per_seg &&
-                     cands[j].group == c.group);
+                     cands[j].group == c.group && cands[j].col_ring == c.col_ring);
+      // Two rounds in flight: the twin right after its one-round plan, where each lane has two
+      // whole rounds of eight rows (f32, 16-byte loads).
+      if (c.col_ring) {
+        ASSERT_GT(i, 0u);
+        EXPECT_EQ(cands[i - 1].col_vecs, c.col_vecs);
+        EXPECT_EQ(cands[i - 1].per_seg, c.per_seg);
+        EXPECT_FALSE(cands[i - 1].col_ring);
+        EXPECT_EQ(c.how, seg::strategy::columns);
+        EXPECT_TRUE(c.vec);
+        const std::uint64_t lanes = 256 / static_cast<std::uint64_t>(c.col_vecs);
+        EXPECT_GE(((shape.first + c.per_seg - 1) / c.per_seg + lanes - 1) / lanes, 16u);
+        EXPECT_EQ(seg::forced_plan_refusal(p, c, 4, 4, h100()), "");
+        EXPECT_NE(seg::forced_plan_refusal(p, c, 4, 16, h100()), "");  // argmax's accumulators
+        EXPECT_NE(seg::forced_plan_refusal(p, c, 8, 8, h100()), "");
+      }
     }
   }
+  // 4096 rows of 65536 f32: c64 one-round plans each with a twin; none for argmax (16-byte
+  // accumulators), f64, or rows not a multiple of four elements (element loads).
+  const auto twins = [](const std::vector<seg::plan>& cs) {
+    return std::count_if(cs.begin(), cs.end(), [](const seg::plan& c) { return c.col_ring; });
+  };
+  EXPECT_GT(twins(seg::column_candidates(columns(4096, 1u << 16), 4, 4, h100())), 0);
+  EXPECT_EQ(twins(seg::column_candidates(columns(4096, 1u << 16), 4, 16, h100())), 0);
+  EXPECT_EQ(twins(seg::column_candidates(columns(4096, 1u << 16), 8, 8, h100())), 0);
+  EXPECT_EQ(twins(seg::column_candidates(columns(3000, 301), 4, 4, h100())), 0);
+  EXPECT_FALSE(seg::make_plan(columns(256, 1u << 16), 4, 4, false, h100()).col_ring);  // a candidate, not the rule
+  seg::plan ring_rows = seg::make_plan(rows(100, 100), 4, 4, false, h100());
+  ring_rows.col_ring = true;
+  EXPECT_NE(seg::forced_plan_refusal(rows(100, 100), ring_rows, 4, 4, h100()), "");
   EXPECT_TRUE(seg::column_candidates(rows(100, 100), 4, 4, h100()).empty());
 }
 

@@ -523,11 +523,50 @@ TEST(SegmentedGpu, EveryColumnCandidateIsRight) {
         }
         const std::string what = "columns " + std::to_string(rows) + "x" + std::to_string(cols) + " forced " +
                                  seg::to_string(c.how) + " c" + std::to_string(c.col_vecs) + " x" + std::to_string(c.per_seg) +
-                                 " m" + std::to_string(c.group);
+                                 " m" + std::to_string(c.group) + (c.col_ring ? " r" : "");
         check_results(what.c_str(), x, cranges, o, out);
       }
     }
   }
+}
+
+// Column tiles with two rounds of loads in flight a lane give the bits of their one-round plan:
+// random floats, f32 sum, max and mean, axes of whole rounds and of a partial last one, one or
+// several blocks a tile, rows 16-byte aligned (the twins need 16-byte loads).
+TEST(SegmentedGpu, ColumnRingMatchesOneRoundBitwise) {
+  TALLY_REQUIRE_GPU();
+  const seg::device_limits lim = this_gpu_limits();
+  int pairs = 0;
+  for (const auto& shape : {std::pair<std::uint64_t, std::uint64_t>{2048, 256}, {1999, 512}, {517, 1024}}) {
+    const std::uint64_t rows = shape.first, cols = shape.second;
+    const auto x = random_vector<float>(rows * cols, test_seed() + rows + 7, -1, 1);
+    device_buffer d(x.size() * 4);
+    d.upload(x.data(), x.size() * 4);
+    seg::problem p;
+    p.outer = 1, p.length = rows, p.inner = cols, p.length_stride = cols;
+    p.aligned16 = reinterpret_cast<std::uintptr_t>(d.get()) % 16 == 0;
+    const auto cands = seg::column_candidates(p, 4, 4, lim);
+    for (op o : {op::sum, op::max, op::mean}) {
+      const auto run = [&](const seg::plan& c) {
+        std::vector<float> h(cols);
+        device_buffer out(cols * 4);
+        {
+          const forced_plan f(c);
+          reduce_columns(d.get(), rows, cols, cols, dtype::f32, o, out.get());
+        }
+        out.download(h.data(), cols * 4);
+        return h;
+      };
+      for (std::size_t i = 1; i < cands.size(); ++i) {
+        if (!cands[i].col_ring) continue;
+        ++pairs;
+        EXPECT_EQ(std::memcmp(run(cands[i]).data(), run(cands[i - 1]).data(), cols * 4), 0)
+            << to_string(o) << " " << rows << " x " << cols << " c" << cands[i].col_vecs << " x" << cands[i].per_seg
+            << " (seed " << test_seed() << ")";
+      }
+    }
+  }
+  EXPECT_GT(pairs, 10);
 }
 
 // Every plan the benchmark's sweep may force on rows gives the right results: lane groups, 256-

@@ -82,13 +82,14 @@ std::string compare_first(const std::vector<call_fn>& calls, cudaStream_t stream
 }
 
 // A plan in a table cell: the strategy, the lane group, the blocks per segment.
-// Column tiles add their width in vectors (c32), thin plans their vectors per thread (m4), row
+// Column tiles add their width in vectors (c32; r: two rounds of loads in flight a lane), thin plans their vectors per thread (m4), row
 // tiles and lane groups with eight loads in flight u8; ragged plans their lanes per segment (g)
 // or the tile kernel (tiles) or spans (span: the window in KiB, w, and a lane's longest segment in
 // elements, l; m: the warp folds middle segments from the windows), and the chunk in KiB of f32 (k); pieces their size in KiB of f32 (k).
 std::string plan_cell(const seg::plan& pl) {
   return std::string(seg::to_string(pl.how)) + (pl.how == seg::strategy::group ? " g" + std::to_string(pl.group) : "") +
          (pl.how == seg::strategy::columns ? " c" + std::to_string(pl.col_vecs) : "") +
+         (pl.how == seg::strategy::columns && pl.col_ring ? std::string(" r") : "") +
          (pl.how == seg::strategy::thin ? " m" + std::to_string(pl.group) : "") +
          (pl.how == seg::strategy::split && pl.split_block != seg::kSplitBlock ? " b" + std::to_string(pl.split_block) : "") +
          (pl.per_seg > 1 ? " x" + std::to_string(pl.per_seg) : "") +
@@ -246,7 +247,7 @@ report run_segmented_bench(const segmented_bench_options& opt) {
           call(s);
         });
       auto same_as_rule = [&](const seg::plan& c) {
-        return c.how == rule.how && c.col_vecs == rule.col_vecs && c.per_seg == rule.per_seg &&
+        return c.how == rule.how && c.col_vecs == rule.col_vecs && c.per_seg == rule.per_seg && c.col_ring == rule.col_ring &&
                c.split_block == rule.split_block && c.unroll == rule.unroll &&
                c.chunk == rule.chunk && c.tiles == rule.tiles && c.eager == rule.eager && c.span == rule.span &&
                (c.span == 0 || (c.short_max == rule.short_max && c.span_segs == rule.span_segs &&

@@ -1117,10 +1117,11 @@ __device__ __forceinline__ vec16<T> load_cols(const T* p) {
 
 // inner > 1: a tile is col_vecs vectors of adjacent results (VN results each with vector loads,
 // one without; vector_results) and BLOCK / col_vecs lanes along the axis. Lane kl reads rows kl, kl + lanes, ...
-// of its share of the axis, kColumnLoads loads in flight; the lanes of one column combine by shuffles
+// of its share of the axis, kColumnLoads loads in flight (RING: two rounds of them, the next
+// round's loads issued before this one folds); the lanes of one column combine by shuffles
 // inside a warp, then across warps in shared memory; per_seg blocks per tile combine their
 // partials like split.
-template <class T, class Op, int BLOCK, int VN>
+template <class T, class Op, int BLOCK, int VN, bool RING = false>
 __device__ __forceinline__ void columns_tile(const seg_args<T, Op>& a, std::uint64_t w,
                                              typename Op::acc_type (&tree)[2][BLOCK], bool& last) {
   using Acc = typename Op::acc_type;
@@ -1150,6 +1151,40 @@ __device__ __forceinline__ void columns_tile(const seg_args<T, Op>& a, std::uint
     // Rounds of kColumnLoads loads in flight, the last one predicated (a lane's rows fold in
     // order k, k + lanes, ... either way).
     const std::uint64_t step = lanes;
+    if constexpr (RING && VN > 1) {
+      // Whole rounds two at a time in flight: round r + 1's loads go out before round r folds,
+      // the two buffers alternating (a copy between them would wait for the loads); the rows
+      // fold in the same order, so the bits are the one-round loop's. What is left (less than a
+      // whole round) takes the loop below.
+      const std::uint64_t ls = p.length_stride, round = kColumnLoads * step;
+      const auto whole = [&](std::uint64_t r0) { return r0 + (kColumnLoads - 1) * step < ke; };
+      const auto issue = [&](V (&v)[kColumnLoads], std::uint64_t r0) {
+#pragma unroll
+        for (int u = 0; u < kColumnLoads; ++u) v[u] = load_cols<VN>(col + (r0 + u * step) * ls);
+      };
+      const auto fold = [&](const V (&v)[kColumnLoads], std::uint64_t r0) {
+#pragma unroll
+        for (int u = 0; u < kColumnLoads; ++u)
+#pragma unroll
+          for (int e = 0; e < VN; ++e) acc[e] = Op::combine(acc[e], core::transform_elem<Op>(v[u].e[e], r0 + u * step));
+      };
+      // cur holds the round at k: the next whole round's loads into nxt, then cur folds; false
+      // where none follows (cur folded, the ring done).
+      const auto advance = [&](V (&cur)[kColumnLoads], V (&nxt)[kColumnLoads]) {
+        const bool more = whole(k + round);
+        if (more) issue(nxt, k + round);
+        fold(cur, k);
+        k += round;
+        return more;
+      };
+      if (whole(k) && whole(k + round)) {
+        V va[kColumnLoads], vb[kColumnLoads];
+        issue(va, k);
+#pragma unroll 1
+        while (advance(va, vb) && advance(vb, va)) {
+        }
+      }
+    }
     for (; k < ke; k += kColumnLoads * step) {
       if constexpr (VN > 1) {
         V v[kColumnLoads];
@@ -1251,6 +1286,13 @@ __device__ __forceinline__ void columns_tile(const seg_args<T, Op>& a, std::uint
   __syncthreads();
 }
 
+// The column tiles with two rounds of loads in flight a lane (plan.col_ring): 16-byte loads of
+// 4-byte elements with 4-byte accumulators only (two rounds of eight 16-byte vectors and four
+// accumulators within the two blocks an SM that the one-round kernel has).
+template <class T, class Op>
+inline constexpr bool kColumnRing = sizeof(T) == 4 && sizeof(typename Op::acc_type) == 4 &&
+                                    vector_results(static_cast<int>(sizeof(T)), static_cast<int>(sizeof(typename Op::acc_type))) > 1;
+
 template <class T, class Op, int BLOCK>
 __global__ void __launch_bounds__(BLOCK) seg_columns_kernel(seg_args<T, Op> a) {
   kernel_entry();
@@ -1264,6 +1306,18 @@ __global__ void __launch_bounds__(BLOCK) seg_columns_kernel(seg_args<T, Op> a) {
     if (a.vec) columns_tile<T, Op, BLOCK, kVN>(a, w, tree, last);
     else columns_tile<T, Op, BLOCK, 1>(a, w, tree, last);
   }
+}
+// The same, two rounds in flight a lane, 16-byte loads only (the launcher's check), held to two
+// blocks an SM (the one-round kernel's occupancy for these ops).
+template <class T, class Op, int BLOCK>
+__global__ void __launch_bounds__(BLOCK, 2) seg_columns_ring_kernel(seg_args<T, Op> a) {
+  kernel_entry();
+  constexpr int kVN = vector_results(static_cast<int>(sizeof(T)), static_cast<int>(sizeof(typename Op::acc_type)));
+  const std::uint64_t cols_per_tile = std::uint64_t(a.col_vecs) * kVN;
+  const std::uint64_t work = a.p.outer * ((a.p.inner + cols_per_tile - 1) / cols_per_tile) * a.per_seg;
+  __shared__ typename Op::acc_type tree[2][BLOCK];
+  __shared__ bool last;
+  for (std::uint64_t w = blockIdx.x; w < work; w += gridDim.x) columns_tile<T, Op, BLOCK, kVN, true>(a, w, tree, last);
 }
 
 // Thin columns: a thread per vector of VN adjacent results (M vectors at once, a grid's width

@@ -196,6 +196,13 @@ void launch(const void* d_in, const problem& p, bool, void* d_out, const seg_ctx
   if (pl.blocks == 0 || launch_rows(pl, a, c)) return;
   switch (pl.how) {
     case strategy::columns:
+      if (pl.col_ring) {  // forced_plan_refusal: 16-byte loads of 4-byte elements and accumulators only
+        if constexpr (kColumnRing<T, Op>)
+          if (pl.vec)
+            return go(seg_columns_ring_kernel<T, Op, kColumnsBlock>, a, pl.blocks, kColumnsBlock, c,
+                      "launching the segmented columns kernel (two rounds in flight)");
+        throw error("tally: internal error: a column plan with two rounds in flight for this dtype and op");
+      }
       return go(seg_columns_kernel<T, Op, kColumnsBlock>, a, pl.blocks, kColumnsBlock, c, "launching the segmented columns kernel");
     case strategy::thin: return launch_thin(pl, a, c);
     case strategy::ragged: {

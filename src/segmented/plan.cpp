@@ -566,6 +566,9 @@ std::string forced_plan_refusal(const problem& p, const plan& pl, int elem_bytes
   if (pl.eager && (pl.how != strategy::ragged || pl.tiles > 0 || pl.unroll != 4 || (elem_bytes != 4 && elem_bytes != 8)))
     return "a forced eager plan that is not ragged lane groups of four loads in flight over 4- or 8-byte elements";
   if (pl.span_mid && pl.span == 0) return "a forced plan folding middle segments from windows without spans";
+  if (pl.col_ring && (pl.how != strategy::columns || !pl.vec || elem_bytes != 4 || acc_bytes != 4))
+    return "a forced column plan with two rounds of loads in flight other than 16-byte loads of 4-byte elements "
+           "and accumulators";
   if (pl.span > 0 && (pl.how != strategy::ragged || pl.tiles > 0 || pl.eager || pl.span < kSpanMinBytes ||
                       pl.span > kSpanMaxBytes || (pl.span & (pl.span - 1)) != 0 || pl.short_max == 0 ||
                       pl.span_segs < 1 || pl.span_segs > 32 || (pl.span_segs & (pl.span_segs - 1)) != 0))
@@ -695,6 +698,14 @@ std::vector<plan> column_candidates(const problem& p, int elem_bytes, int acc_by
       plan c;
       fill_columns(c, p, vec, per_vec, cv, per, resident);
       out.push_back(c);
+      // Its twin with two rounds of loads in flight a lane, where a lane has two whole rounds
+      // of its share of the axis (16-byte loads of 4-byte elements and accumulators).
+      if (vec && elem_bytes == 4 && acc_bytes == 4 &&
+          ceil_div(ceil_div(p.length, per), lanes) >= 2 * static_cast<std::uint64_t>(kColumnLoads)) {
+        c.col_ring = true;
+        c.why += ", two rounds of loads in flight a lane";
+        out.push_back(c);
+      }
     }
   }
   return out;
