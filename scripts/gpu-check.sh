@@ -18,7 +18,8 @@
 # one GPU, and `tally bench dist`; TALLY_DIST_BENCH_ARGS, e.g. "--quick --totals 20,24"; TALLY_DIST_RANKS,
 # e.g. "2 4": those process counts one after the other, bench-dist-npN.md each), ragged (the ragged
 # segments: Segmented* tests, compute-sanitizer on the ragged tests, the ragged sweeps and the table
-# against CUB). Logs and JSON land in OUTDIR; TALLY_PACK=1 packs them into OUTDIR/all.tgz (beside
+# against CUB), columns (the column tiles: their tests, memcheck on them, the column sweep of every
+# candidate and torch / cupy on the same shapes; TALLY_COLUMN_TOTALS). Logs and JSON land in OUTDIR; TALLY_PACK=1 packs them into OUTDIR/all.tgz (beside
 # summary.txt). TALLY_TEST_FILTER narrows the test stage (a gtest filter).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -187,6 +188,26 @@ if has ragged; then
   "$bin/tally" bench segmented --totals "${TALLY_RAGGED_BENCH_TOTALS:-24,28}" --md "$out/ragged-bench.md" \
     --json "$out/ragged-bench.json" >/dev/null 2>>"$out/progress.log" || status=1
   grep -A12 "ragged segments (Pareto lengths, a fifth empty): tally vs CUB" "$out/ragged-bench.md" | tee -a "$out/summary.txt"
+fi
+if has columns; then
+  # The column tiles' check: their GPU tests (the `r` twins bitwise against their one-round plans),
+  # memcheck on those at small sizes, the column sweep (TALLY_COLUMN_TOTALS, default 20,24,28: every
+  # candidate against the rule, `r` twins included) and torch / cupy on the same shapes.
+  step "columns: column tests, memcheck, the column sweep, torch and cupy"
+  "$bin/tally_tests" --gtest_brief=1 --gtest_filter='Segmented*Column*:SegmentedGpu.Thin*' >"$out/columns-tests.log" 2>&1 \
+    || status=1
+  tail -1 "$out/columns-tests.log" | tee -a "$out/summary.txt"
+  grep -E "FAILED|Failure" -A4 "$out/columns-tests.log" | head -30
+  TALLY_TEST_SMALL=1 TALLY_UNDER_SANITIZER=1 timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 \
+    "$bin/tally_tests" --gtest_brief=1 --gtest_filter='SegmentedGpu.ColumnRing*:SegmentedGpu.EveryColumnCandidate*' \
+    >"$out/columns-memcheck.log" 2>&1 || status=1
+  echo "memcheck $(grep -E 'SUMMARY' "$out/columns-memcheck.log" | tail -1)" | tee -a "$out/summary.txt"
+  "$bin/tally" bench segmented --totals "${TALLY_COLUMN_TOTALS:-20,24,28}" --sweep-only --sweep-forms columns \
+    --md "$out/columns-sweep.md" >/dev/null 2>>"$out/progress.log" || { status=1; tail -5 "$out/progress.log"; }
+  grep -E "<- rule| r \|" "$out/columns-sweep.md" | tee -a "$out/summary.txt"
+  python3 scripts/seg_compare.py --totals "${TALLY_COLUMN_TOTALS:-20,24,28}" --md "$out/seg-compare.md" \
+    >"$out/seg-compare.log" 2>&1 || status=1
+  tail -3 "$out/seg-compare.log"
 fi
 if has segprof; then
   # One segmented plan under Nsight Compute: TALLY_PROFILE_PLAN (a sweep label, "ragged g2 k64", or
