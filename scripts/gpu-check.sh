@@ -125,9 +125,13 @@ if has sanitize; then
   # (28 reports from inside libnccl's ncclGroupEnd on the H100, 2026-11-26); tally's own CUDA
   # calls are checked by tally and throw, and the kernels are still checked. (With
   # TALLY_SANITIZE_FILTER set, that one run takes the filter, API-error reports on.)
+  # Racecheck takes longest (the span kernels' shared-memory windows: past 240 s on the H100,
+  # 2026-11-27): 480 s, the others 240 (TALLY_SANITIZE_TIMEOUT overrides both); with the rest of
+  # the stage that is past one 600 s device call, so TALLY_SANITIZE_TOOLS=racecheck goes alone.
   for tool in ${TALLY_SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
     step "compute-sanitizer --tool $tool"
-    TALLY_TEST_SMALL=1 TALLY_UNDER_SANITIZER=1 timeout 240 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+    limit=${TALLY_SANITIZE_TIMEOUT:-$([ "$tool" = racecheck ] && echo 480 || echo 240)}
+    TALLY_TEST_SMALL=1 TALLY_UNDER_SANITIZER=1 timeout "$limit" compute-sanitizer --tool "$tool" --error-exitcode 9 \
       "$bin/tally_tests" --gtest_brief=1 --gtest_filter="${TALLY_SANITIZE_FILTER:-*Gpu*:-LargeGpu.*:Dist*:$racy}" \
       >"$out/sanitize-$tool.txt" 2>&1
     rc=$?

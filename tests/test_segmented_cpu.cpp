@@ -508,7 +508,26 @@ TEST(SegmentedPlanCpu, ColumnCandidatesFitTheWorkspace) {
   EXPECT_EQ(twins(seg::column_candidates(columns(4096, 1u << 16), 4, 16, h100())), 0);
   EXPECT_EQ(twins(seg::column_candidates(columns(4096, 1u << 16), 8, 8, h100())), 0);
   EXPECT_EQ(twins(seg::column_candidates(columns(3000, 301), 4, 4, h100())), 0);
-  EXPECT_FALSE(seg::make_plan(columns(256, 1u << 16), 4, 4, false, h100()).col_ring);  // a candidate, not the rule
+  // The rule takes a twin where its tiles run a block each and twice as wide still cover 90% of
+  // the SMs: 256 x 65536 f32 with two blocks an SM (the columns kernel's real residency) is 128
+  // tiles of c128, two rounds in flight; not for argmax's or f64's accumulators, element loads,
+  // shared tiles (8 blocks an SM: 256 tiles x 2), or too few tiles (256 x 4096: 64 of c16).
+  seg::device_limits two = h100();
+  two.columns_blocks_per_sm = 2;
+  seg::plan rule = seg::make_plan(columns(256, 1u << 16), 4, 4, false, two);
+  EXPECT_TRUE(rule.col_ring);
+  EXPECT_EQ(rule.col_vecs, 128);
+  EXPECT_EQ(rule.per_seg, 1u);
+  EXPECT_EQ(rule.blocks, 128u);
+  EXPECT_EQ(seg::forced_plan_refusal(columns(256, 1u << 16), rule, 4, 4, two), "");
+  EXPECT_NE(rule.why.find("two rounds"), std::string::npos) << rule.why;
+  EXPECT_TRUE(seg::make_plan(columns(4096, 1u << 16), 4, 4, false, two).col_ring);
+  EXPECT_FALSE(seg::make_plan(columns(256, 1u << 16), 4, 16, false, two).col_ring);
+  EXPECT_FALSE(seg::make_plan(columns(256, 1u << 16), 8, 8, false, two).col_ring);
+  EXPECT_FALSE(seg::make_plan(columns(256, (1u << 16) + 1), 4, 4, false, two).col_ring);
+  EXPECT_FALSE(seg::make_plan(columns(256, 1u << 16), 4, 4, false, h100()).col_ring);
+  EXPECT_FALSE(seg::make_plan(columns(256, 4096), 4, 4, false, two).col_ring);
+  EXPECT_FALSE(seg::make_plan(columns(16, 1u << 16), 4, 4, false, two).col_ring);  // thin
   seg::plan ring_rows = seg::make_plan(rows(100, 100), 4, 4, false, h100());
   ring_rows.col_ring = true;
   EXPECT_NE(seg::forced_plan_refusal(rows(100, 100), ring_rows, 4, 4, h100()), "");

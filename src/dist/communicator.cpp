@@ -92,6 +92,13 @@ void allocate(communicator::impl& c) {
              "cudaMallocHost(the stream-ordered calls' records of every rank)");
   check_cuda(cudaMallocHost(reinterpret_cast<void**>(&a.h_result), kResultBytes),
              "cudaMallocHost(the stream-ordered calls' result)");
+  // Every byte of the records defined once: a call writes its header and as much of the partial
+  // as its op and mode carry, and the all-gather sends the whole record (compute-sanitizer's
+  // initcheck reported the unwritten rest inside ncclAllGather, H100 2026-11-27 07:25 UTC). On
+  // the communicator's stream, waited for here: the callers' kernels run on their own streams.
+  check_cuda(cudaMemsetAsync(c.d_mine, 0, rb, c.stream), "cudaMemsetAsync(the communicator's record)");
+  check_cuda(cudaMemsetAsync(a.d_mine, 0, rb, c.stream), "cudaMemsetAsync(the stream-ordered calls' record)");
+  check_cuda(cudaStreamSynchronize(c.stream), "cudaStreamSynchronize(the records' first bytes)");
 }
 
 void free_async(async_state* a) {

@@ -430,7 +430,21 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
       const std::uint64_t rounds_shared = ceil_div(ceil_div(p.length, per), (kColumnsBlock / cv) * kColumnLoads);
       if (rounds_solo <= rounds_shared + kCombineRounds) cv = cv_min, per = 1;
     }
+    // Two rounds of loads in flight a lane (16-byte loads of 4-byte elements and accumulators):
+    // where the tiles run a block each, tiles twice as wide with two rounds in flight, half as
+    // many blocks, while those still cover 90% of the SMs and each lane has two whole rounds.
+    // H100 column sweep (2026-11-27 06:59 UTC, docs/data/segmented-sweep-h100-columns-ring.md,
+    // f32 sum, graph us): 256 x 65536 c64 26.02, c128 r 25.52 (c64 r 25.84); 4096 x 65536 c64
+    // 352.21, c128 r 345.19; 256 x 4096 (128 tiles of c8, 64 of c16) keeps c8, 3.79 (c16 r 4.04).
+    bool ring = false;
+    if (per == 1 && vec && elem_bytes == 4 && acc_bytes == 4 && 2 * cv <= std::min<std::uint64_t>(kColumnsBlock, pow2_ceil(vecs))) {
+      const std::uint64_t lanes2 = kColumnsBlock / (2 * cv);
+      if (10 * tiles_of(2 * cv) >= 9 * sms && ceil_div(p.length, lanes2) >= 2 * static_cast<std::uint64_t>(kColumnLoads))
+        cv *= 2, ring = true;
+    }
     fill_columns(r, p, vec, per_vec, cv, per, resident);
+    r.col_ring = ring;
+    if (ring) r.why += ", two rounds of loads in flight a lane";
     r.why += " (" + std::to_string(resident / sms) + " blocks per SM)";
     return r;
   }
