@@ -180,7 +180,7 @@ if has ragged; then
   tail -1 "$out/ragged-tests.log" | tee -a "$out/summary.txt"
   grep -E "FAILED|Failure" -A4 "$out/ragged-tests.log" | head -30
   for tool in memcheck racecheck synccheck; do
-    TALLY_TEST_SMALL=1 TALLY_UNDER_SANITIZER=1 timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+    TALLY_TEST_SMALL=1 TALLY_UNDER_SANITIZER=1 timeout "${TALLY_SANITIZE_TIMEOUT:-300}" compute-sanitizer --tool "$tool" --error-exitcode 9 \
       "$bin/tally_tests" --gtest_brief=1 \
       --gtest_filter='SegmentedGpu.RaggedSpans*:SegmentedGpu.Span*:SegmentedGpu.EveryRagged*:SegmentedGpu.Eager*' \
       >"$out/ragged-sanitize-$tool.log" 2>&1 || status=1

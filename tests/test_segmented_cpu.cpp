@@ -248,11 +248,11 @@ TEST(SegmentedPlanCpu, RaggedPieces) {
   // The sweep: the lane groups' candidates and spans (40, as for more segments), then pieces of 4 KiB to
   // 256 KiB.
   const auto rc = seg::ragged_candidates(ragged(256, 1u << 20), 4, 4, h100());
-  ASSERT_EQ(rc.size(), 40u + 7u);
+  ASSERT_EQ(rc.size(), 42u + 7u);
   for (std::size_t i = 0; i < rc.size(); ++i) {
-    EXPECT_EQ(rc[i].how, i < 40 ? seg::strategy::ragged : seg::strategy::pieces) << i;
-    if (i >= 40) {
-      EXPECT_EQ(rc[i].chunk * 4, std::uint64_t(4) << (10 + i - 40)) << i;
+    EXPECT_EQ(rc[i].how, i < 42 ? seg::strategy::ragged : seg::strategy::pieces) << i;
+    if (i >= 42) {
+      EXPECT_EQ(rc[i].chunk * 4, std::uint64_t(4) << (10 + i - 42)) << i;
       EXPECT_EQ(rc[i].chunks, ((1u << 20) + rc[i].chunk - 1) / rc[i].chunk + 256) << i;
     }
   }
@@ -328,10 +328,11 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
   // entries in the workspace beside the chunks'), the lane groups with four and eight loads in
   // flight, spans (windows of 4, 8 and 16 KiB, a lane per segment of up to 256, 512 and 1024 f32;
   // then 8 and 16 KiB, 256 and 1024 f32, the warp folding middle segments from the windows),
-  // then eager with four, the rule's with those chunks. Eager lane groups only for elements of 4
-  // or 8 bytes.
+  // then eager with four, the rule's with those chunks, then cooperative windows of 8 and 16 KiB.
+  // Eager lane groups only for elements of 4 or 8 bytes, cooperative windows only for 4-byte
+  // elements and accumulators.
   const auto rc = seg::ragged_candidates(ragged(2048, 1u << 20), 4, 4, h100());
-  EXPECT_EQ(rc.size(), 5u + 12u + 9u + 4u + 6u + 4u);
+  EXPECT_EQ(rc.size(), 5u + 12u + 9u + 4u + 6u + 4u + 2u);
   for (std::size_t i = 0; i < rc.size(); ++i) {
     EXPECT_EQ(rc[i].tiles, i < 5 ? (1u << 20) / static_cast<std::uint64_t>(seg::kTileElems) : 0u) << i;
     const bool span = i >= 17 && i < 26, mid = i >= 26 && i < 30;
@@ -341,7 +342,7 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
       EXPECT_EQ(rc[i].short_max, std::uint64_t(256) << (2 * ((i - 26) % 2))) << i;
       EXPECT_EQ(seg::forced_plan_refusal(ragged(2048, 1u << 20), rc[i], 4, 4, h100()), "") << i;
     }
-    if (!mid) {
+    if (!mid && i < 40) {
       EXPECT_EQ(rc[i].span, span ? std::uint64_t(4096) << ((i - 17) / 3) : 0u) << i;
     }
     if (span) {
@@ -351,6 +352,17 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
       EXPECT_EQ(rc[i].group, rc[0].group) << i;  // offsets out of order: the rule's lanes
     }
     EXPECT_EQ(rc[i].eager, i >= 30 && i < 36) << i;
+    EXPECT_EQ(rc[i].span_coop, i >= 40) << i;
+    if (rc[i].span_coop) {
+      EXPECT_EQ(rc[i].span, std::uint64_t(8192) << (i - 40)) << i;
+      EXPECT_FALSE(rc[i].span_mid) << i;
+      EXPECT_EQ(seg::forced_plan_refusal(ragged(2048, 1u << 20), rc[i], 4, 4, h100()), "") << i;
+      EXPECT_NE(seg::forced_plan_refusal(ragged(2048, 1u << 20), rc[i], 4, 16, h100()), "") << i;  // argmax
+      EXPECT_NE(seg::forced_plan_refusal(ragged(2048, 1u << 20), rc[i], 8, 8, h100()), "") << i;
+      seg::plan both = rc[i];
+      both.span_mid = true;
+      EXPECT_NE(seg::forced_plan_refusal(ragged(2048, 1u << 20), both, 4, 4, h100()), "") << i;
+    }
     if (rc[i].eager) {
       EXPECT_EQ(rc[i].group, 1 << (i - 30)) << i;
       EXPECT_EQ(rc[i].unroll, 4) << i;
@@ -414,6 +426,14 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
   seg::plan mid_groups = rc[5];
   mid_groups.span_mid = true;
   EXPECT_NE(seg::forced_plan_refusal(ragged(2048, 1u << 20), mid_groups, 4, 4, h100()), "");
+  seg::plan coop_groups = rc[5];
+  coop_groups.span_coop = true;
+  EXPECT_NE(seg::forced_plan_refusal(ragged(2048, 1u << 20), coop_groups, 4, 4, h100()), "");
+  for (const auto& [eb, ab] : {std::pair<int, int>{8, 8}, {4, 16}, {2, 4}}) {  // f64, argmax, f16: none
+    const auto others = seg::ragged_candidates(ragged(2048, 1u << 20), eb, ab, h100());
+    EXPECT_TRUE(std::none_of(others.begin(), others.end(), [](const seg::plan& c) { return c.span_coop; })) << eb;
+  }
+  EXPECT_FALSE(seg::make_plan(ragged(1u << 22, 1u << 28), 4, 4, false, h100()).span_coop);  // a candidate
   seg::plan span_tiles = rc[0];
   span_tiles.span = 1024;
   EXPECT_NE(seg::forced_plan_refusal(ragged(2048, 1u << 20), span_tiles, 4, 4, h100()), "");

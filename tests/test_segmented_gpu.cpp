@@ -1054,7 +1054,7 @@ TEST(SegmentedGpu, SpansMatchOneLaneBitwise) {
     const auto want = data.sums(*one, shift);
     int pairs = 0;
     for (const seg::plan& c : cands) {
-      if (c.span == 0 || c.chunk != one->chunk) continue;
+      if (c.span == 0 || c.span_coop || c.chunk != one->chunk) continue;  // cooperative windows: other bits
       ++pairs;
       EXPECT_EQ(std::memcmp(data.sums(c, shift).data(), want.data(), segments * 4), 0)
           << "span " << c.span << " lane max " << c.short_max << " shift " << shift << " (seed " << test_seed() << ")";
@@ -1088,7 +1088,7 @@ TEST(SegmentedGpu, SpanMiddleSegmentsMatchTheWarp) {
         middle += len > m.short_max && len <= m.chunk;
       }
       for (const seg::plan& c : cands) {
-        if (c.span_mid || c.span != m.span || c.short_max != m.short_max || c.chunk != m.chunk) continue;
+        if (c.span_mid || c.span_coop || c.span != m.span || c.short_max != m.short_max || c.chunk != m.chunk) continue;
         ++pairs;
         EXPECT_EQ(std::memcmp(data.sums(m, shift).data(), data.sums(c, shift).data(), segments * 4), 0)
             << "span " << m.span << " lane max " << m.short_max << " shift " << shift << " (seed " << test_seed() << ")";
@@ -1096,6 +1096,94 @@ TEST(SegmentedGpu, SpanMiddleSegmentsMatchTheWarp) {
     }
     EXPECT_EQ(pairs, 4);
     EXPECT_GT(middle, 20) << "middle segments in the data";
+  }
+}
+
+// Cooperative windows (`c` candidates: the warp's lanes fold equal slices of each window, the
+// parts of a segment across lanes joined by a scan, the segment open at a window's end carried
+// to the next): f32 sum / min / max / mean and i32 min / max / xor (4-byte accumulators) against
+// the reference on small integers (exact in any order), over segments of 0 to ~17000 elements
+// (one lane's slice, many lanes', many windows), gaps inside and between runs, segments past any
+// chunk (the chunk kernel's), at and one element past a 16-byte boundary; random f32: the same
+// bits twice, within the rounding bound of any order of the exact sum, and the one-lane plan's
+// sums as close.
+template <class T>
+void span_coop_case(const std::vector<std::int64_t>& b, const std::vector<std::int64_t>& e, std::uint64_t shift,
+                    const std::vector<op>& ops) {
+  const std::uint64_t segments = b.size(), n = static_cast<std::uint64_t>(e.back());
+  const auto x = small_ints<T>(n + shift + 1, test_seed() + n + shift);
+  device_buffer d(x.size() * sizeof(T)), db(segments * 8), de(segments * 8);
+  d.upload(x.data(), x.size() * sizeof(T));
+  db.upload(b.data(), segments * 8), de.upload(e.data(), segments * 8);
+  const std::vector<T> xs(x.begin() + static_cast<std::ptrdiff_t>(shift), x.end());
+  const void* in = static_cast<const T*>(d.get()) + shift;
+  const auto* pb = static_cast<const std::int64_t*>(db.get());
+  const auto* pe = static_cast<const std::int64_t*>(de.get());
+  seg::problem p;
+  p.outer = segments, p.n = n, p.d_begin = pb, p.d_end = pe;
+  p.aligned16 = shift == 0;
+  const auto ranges = segment_ranges(b, e);
+  int coop = 0;
+  for (const seg::plan& c : seg::ragged_candidates(p, 4, 4, this_gpu_limits())) {
+    if (!c.span_coop) continue;
+    ++coop;
+    for (op o : ops) {
+      device_buffer out(segments * 16 + 16);
+      {
+        const forced_plan f(c);
+        reduce_segments(in, n, pb, pe, segments, dtype_of<T>(), o, out.get());
+      }
+      EXPECT_TRUE(seg::last_plan().span_coop);
+      EXPECT_NE(std::string(seg::last_kernel()).find("cooperative windows"), std::string::npos) << seg::last_kernel();
+      check_results(("cooperative windows " + std::to_string(c.span) + " B, shift " + std::to_string(shift)).c_str(), xs,
+                    ranges, o, out);
+    }
+  }
+  EXPECT_EQ(coop, 2) << "cooperative candidates (8 and 16 KiB windows)";
+}
+
+TEST(SegmentedGpu, SpanCooperativeWindowsAreRight) {
+  TALLY_REQUIRE_GPU();
+  const bool small = small_only();
+  const std::uint64_t segments = small ? 800 : 6000;
+  const auto [b, e] = in_order_offsets(
+      segments, test_seed() + 51,
+      [](std::uint64_t s, std::mt19937_64& rng) {
+        if (s % 37 == 6) return static_cast<std::int64_t>(17 + rng() % 300);  // a new run
+        return s % 11 == 3 ? static_cast<std::int64_t>(rng() % 12) : std::int64_t(0);
+      },
+      [small](std::uint64_t s, std::mt19937_64& rng) {
+        if (s % 5 == 0) return std::int64_t(0);
+        if (s % 401 == 7) return std::int64_t(small ? 20000 : 70000);  // past any chunk
+        const double u = std::uniform_real_distribution<double>(1e-4, 1.0)(rng);
+        return static_cast<std::int64_t>(8.0 * std::pow(u, -1.0 / 1.2));
+      });
+  for (std::uint64_t shift : {std::uint64_t(0), std::uint64_t(1)}) {
+    span_coop_case<float>(b, e, shift, {op::sum, op::min, op::max, op::mean});
+    span_coop_case<std::int32_t>(b, e, shift, {op::min, op::max, op::bit_xor});
+  }
+  // Random f32: the same bits twice; each sum within (len - 1) x 2^-24 x sum |x| of the exact one
+  // (a bound for any order of additions), as the one-lane plan's is.
+  const f32_segments data(b, e, test_seed() + 53);
+  const auto x = random_vector<float>(data.n + 1, test_seed() + 53, -1, 1);
+  for (std::uint64_t shift : {std::uint64_t(0), std::uint64_t(1)}) {
+    const auto cands = data.candidates(shift);
+    for (const seg::plan& c : cands) {
+      if (!c.span_coop) continue;
+      const auto got = data.sums(c, shift), again = data.sums(c, shift);
+      EXPECT_EQ(std::memcmp(got.data(), again.data(), segments * 4), 0) << "span " << c.span << " shift " << shift;
+      for (std::uint64_t s = 0; s < segments; ++s) {
+        double exact = 0, mag = 0;
+        for (std::int64_t i = b[s]; i < e[s]; ++i) {
+          exact += static_cast<double>(x[static_cast<std::size_t>(i) + shift]);
+          mag += std::fabs(static_cast<double>(x[static_cast<std::size_t>(i) + shift]));
+        }
+        const double len = static_cast<double>(e[s] - b[s]);
+        const double bound = (len > 1 ? len - 1 : 0) * std::ldexp(1.0, -24) * mag * 1.01 + 1e-30;
+        ASSERT_LE(std::fabs(static_cast<double>(got[s]) - exact), bound)
+            << "segment " << s << " of " << len << ", span " << c.span << " shift " << shift << " (seed " << test_seed() << ")";
+      }
+    }
   }
 }
 

@@ -85,7 +85,8 @@ std::string compare_first(const std::vector<call_fn>& calls, cudaStream_t stream
 // Column tiles add their width in vectors (c32; r: two rounds of loads in flight a lane), thin plans their vectors per thread (m4), row
 // tiles and lane groups with eight loads in flight u8; ragged plans their lanes per segment (g)
 // or the tile kernel (tiles) or spans (span: the window in KiB, w, and a lane's longest segment in
-// elements, l; m: the warp folds middle segments from the windows), and the chunk in KiB of f32 (k); pieces their size in KiB of f32 (k).
+// elements, l; m: the warp folds middle segments from the windows; c: the lanes fold equal slices of each
+// window), and the chunk in KiB of f32 (k); pieces their size in KiB of f32 (k).
 std::string plan_cell(const seg::plan& pl) {
   return std::string(seg::to_string(pl.how)) + (pl.how == seg::strategy::group ? " g" + std::to_string(pl.group) : "") +
          (pl.how == seg::strategy::columns ? " c" + std::to_string(pl.col_vecs) : "") +
@@ -105,7 +106,8 @@ std::string plan_cell(const seg::plan& pl) {
               ? " u" + std::to_string(pl.unroll)
               : "") +
          (pl.how == seg::strategy::ragged && pl.eager ? std::string(" e") : "") +
-         (pl.how == seg::strategy::ragged && pl.span_mid ? std::string(" m") : "");
+         (pl.how == seg::strategy::ragged && pl.span_mid ? std::string(" m") : "") +
+         (pl.how == seg::strategy::ragged && pl.span_coop ? std::string(" c") : "");
 }
 
 // The plan rule's inputs for this GPU, as the library reads them, with the columns kernel's
@@ -251,7 +253,7 @@ report run_segmented_bench(const segmented_bench_options& opt) {
                c.split_block == rule.split_block && c.unroll == rule.unroll &&
                c.chunk == rule.chunk && c.tiles == rule.tiles && c.eager == rule.eager && c.span == rule.span &&
                (c.span == 0 || (c.short_max == rule.short_max && c.span_segs == rule.span_segs &&
-                                c.span_mid == rule.span_mid)) &&
+                                c.span_mid == rule.span_mid && c.span_coop == rule.span_coop)) &&
                (c.how != seg::strategy::thin && c.how != seg::strategy::group && c.how != seg::strategy::ragged
                     ? true
                     : c.group == rule.group);

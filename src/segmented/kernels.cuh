@@ -47,6 +47,7 @@ struct seg_args {
   std::uint64_t span;                        // ragged spans: window bytes a warp (0: none)
   int span_segs;                             // and segments a warp takes at a time (1-32)
   bool span_mid;                             // and the warp folds its middle segments from the window
+  bool span_coop;                            // or its lanes fold equal slices of each window (seg_span_kernel's COOP)
 };
 
 // Ragged: the second status word says whether the segments are in order (end[s] <= begin[s+1]);
@@ -391,8 +392,84 @@ __device__ __forceinline__ void span_fill(T* img, const T* in, std::int64_t wa, 
   __syncwarp();
 }
 
-template <class T, class Op, int BLOCK>
-__device__ __forceinline__ void span_body(const seg_args<T, Op>& a, T* img) {
+// Cooperative windows (plan.span_coop): the warp's lanes fold equal slices of the window [x0, x1)
+// (q whole vectors each from wa, clipped to [x0, x1)), whatever the segments' lengths, so a warp
+// no longer waits for its longest lane. tb / te: the batch's offsets (lane i's segment at i),
+// the run's segments f .. r in order and apart. A lane folds the part of each segment meeting its
+// slice (range_share's one-lane order within it); a segment inside the slice is written there;
+// the parts of one spanning several lanes join by a segmented scan across the lanes (lane l's
+// last part after lane l - 1's, Hillis-Steele, a fixed tree), and the lane where it ends writes
+// it. carry / carry_i: the part of the segment open at x0 (from the run's earlier windows, -1:
+// none), which lane 0 folds first; on return the one open at x1. The bits differ from the
+// one-lane plans' (another association), and are the same every run.
+//   f32, 64 vectors a window: q = 2, lane l folds elements [8l, 8l + 8) of it; a segment over
+//   elements [6, 20) is parts [6, 8) (lane 0), [8, 16) (lane 1), [16, 20) (lane 2): the scan
+//   joins lane 0's and 1's, lane 2 adds its own and writes.
+template <class T, class Op>
+__device__ __forceinline__ void span_coop_window(const seg_args<T, Op>& a, const T* img, std::int64_t wa,
+                                                 std::int64_t x0, std::int64_t x1, const std::int64_t* tb,
+                                                 const std::int64_t* te, int f, int r, std::uint64_t s0,
+                                                 typename Op::acc_type& carry, int& carry_i, unsigned lane) {
+  using Acc = typename Op::acc_type;
+  constexpr unsigned kAll = 0xffffffffu;
+  constexpr std::int64_t VN = vec16<T>::size;
+  const std::int64_t q = ((x1 - wa + VN - 1) / VN + 31) / 32;  // vectors a lane
+  const std::int64_t raw = wa + static_cast<std::int64_t>(lane) * q * VN;
+  const std::int64_t p0 = raw > x0 ? raw : x0, p1 = raw + q * VN < x1 ? raw + q * VN : x1;
+  Acc head = Op::identity(), tail = Op::identity();
+  int head_i = -1, tail_i = -1;  // begun before p0 and ending in the slice; going on past p1
+  if (p0 < p1) {
+    int lo = f, hi = r;  // the first segment ending past p0 (ends in order; te[r] >= x1 > p0)
+    while (lo < hi) {
+      const int mid = (lo + hi) / 2;
+      if (te[mid] > p0) hi = mid;
+      else lo = mid + 1;
+    }
+    for (int i = lo; i <= r && tb[i] < p1; ++i) {
+      const std::int64_t b = tb[i], e = te[i];
+      const std::int64_t l0 = b > p0 ? b : p0, l1 = e < p1 ? e : p1;
+      if (l0 >= l1) continue;  // an empty segment (its own lane writes it)
+      Acc v = lane == 0 && i == carry_i ? carry : Op::identity();
+      v = image_fold<T, Op>(v, img + (l0 - wa), a.d_in + l0, static_cast<std::uint64_t>(l0 - b),
+                            static_cast<std::uint64_t>(l1 - l0));
+      const bool before = b < p0, after = e > p1;
+      if (after) {
+        tail = v, tail_i = i;  // (also where it began before: the lane's whole slice)
+      } else if (before) {
+        head = v, head_i = i;
+      } else {
+        a.d_out[s0 + static_cast<unsigned>(i)] = core::finalize_with<Op>(v, static_cast<std::uint64_t>(e - b), a.d_in + b);
+      }
+    }
+  }
+  // The tails, joined with the previous lanes' tails of the same segment (inclusive, segmented).
+  Acc P = tail;
+  bool head_of_run = lane == 0 || tail_i < 0 || __shfl_up_sync(kAll, tail_i, 1) != tail_i;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const Acc up = core::shfl_words(P, [d](std::uint32_t x) { return __shfl_up_sync(kAll, x, d); });
+    const bool up_head = __shfl_up_sync(kAll, head_of_run, d);
+    if (lane >= static_cast<unsigned>(d)) {
+      if (!head_of_run) P = Op::combine(up, P);
+      head_of_run = head_of_run || up_head;
+    }
+  }
+  const Acc before_me = core::shfl_words(P, [](std::uint32_t x) { return __shfl_up_sync(kAll, x, 1); });
+  const int before_i = __shfl_up_sync(kAll, tail_i, 1);
+  if (head_i >= 0) {  // lane > 0: lane - 1's tail is this segment (lane 0's head holds the carry)
+    const Acc v = lane > 0 && before_i == head_i ? Op::combine(before_me, head) : head;
+    a.d_out[s0 + static_cast<unsigned>(head_i)] =
+        core::finalize_with<Op>(v, static_cast<std::uint64_t>(te[head_i] - tb[head_i]), a.d_in + tb[head_i]);
+  }
+  // The segment open at x1: the tail of the lane holding element x1 - 1.
+  const int last = static_cast<int>((x1 - 1 - wa) / VN / q);
+  carry = core::shfl_idx(P, last);
+  carry_i = __shfl_sync(kAll, tail_i, last);
+}
+
+template <class T, class Op, int BLOCK, bool COOP = false>
+__device__ __forceinline__ void span_body(const seg_args<T, Op>& a, T* img,
+                                          std::int64_t* tab = nullptr) {
   using Acc = typename Op::acc_type;
   constexpr unsigned kAll = 0xffffffffu;
   const unsigned lane = threadIdx.x & 31u;
@@ -414,42 +491,56 @@ __device__ __forceinline__ void span_body(const seg_args<T, Op>& a, T* img) {
     const std::int64_t b = nb, e = ne;
     offsets(bt + warps, nb, ne);  // the next batch's offsets load meanwhile
     const std::uint64_t len = static_cast<std::uint64_t>(e - b);
-    const bool mine = valid && len <= a.short_max;
-    const bool own = mine && len > 0;                               // the lane folds it alone
-    const bool mid = a.span_mid && valid && !mine && len <= a.chunk;  // the warp, from the windows
-    const bool act = own || mid;                                    // in the runs of windows
+    // COOP: every segment of up to a chunk is folded from the windows by the warp's lanes
+    // together; a lane writes its empty one.
+    const bool mine = COOP ? valid && len == 0 : valid && len <= a.short_max;
+    const bool own = !COOP && mine && len > 0;                                  // the lane folds it alone
+    const bool mid = !COOP && a.span_mid && valid && !mine && len <= a.chunk;  // the warp, from the windows
+    const bool act = COOP ? valid && len > 0 && len <= a.chunk : own || mid;   // in the runs of windows
+    if constexpr (COOP) {
+      __syncwarp();  // the last batch's windows have read the table
+      tab[lane] = b, tab[32 + lane] = e;
+      __syncwarp();
+    }
     const unsigned am = __ballot_sync(kAll, act);
     // A run ends at an active lane whose next active lane begins more than kSpanGap past its end.
     const unsigned above = lane == 31 ? 0u : am & (kAll << (lane + 1));
     const std::int64_t next_b = __shfl_sync(kAll, b, above ? __ffs(above) - 1 : static_cast<int>(lane));
     const unsigned ends = __ballot_sync(kAll, act && (above == 0 || next_b - e > kSpanGap));
-    Acc acc = Op::identity(), macc = Op::identity();  // the lane's segment; its share of the open middle one
+    Acc acc = Op::identity();                   // the lane's segment
+    [[maybe_unused]] Acc macc = Op::identity();  // its share of the open middle one
     unsigned left = am;
     while (left != 0) {  // warp-uniform: a run of windows over lanes f .. r
       const int f = __ffs(left) - 1;
       const int r = __ffs(ends & (kAll << f)) - 1;
       const std::int64_t run_end = __shfl_sync(kAll, e, r);
+      [[maybe_unused]] Acc carry = Op::identity();  // COOP: the part of the segment open between windows
+      [[maybe_unused]] int carry_i = -1;
       for (std::int64_t x0 = __shfl_sync(kAll, b, f); x0 < run_end;) {
         const std::int64_t wa = x0 - static_cast<std::int64_t>((reinterpret_cast<std::uintptr_t>(a.d_in + x0) & 15u) / sizeof(T));
         const std::int64_t x1 = wa + win < run_end ? wa + win : run_end;
         span_fill<T>(img, a.d_in, wa, x0, x1, lane);
-        const std::int64_t lo = b > x0 ? b : x0, hi = e < x1 ? e : x1;
-        if (own && lo < hi)
-          acc = image_fold<T, Op>(acc, img + (lo - wa), a.d_in + lo, static_cast<std::uint64_t>(lo - b),
-                                  static_cast<std::uint64_t>(hi - lo));
-        // The middle segments meeting the window, in order (at most the last stays open).
-        for (unsigned mm = __ballot_sync(kAll, mid && lo < hi); mm != 0; mm &= mm - 1) {  // warp-uniform
-          const int src = __ffs(mm) - 1;
-          const std::int64_t mb = __shfl_sync(kAll, b, src), me = __shfl_sync(kAll, e, src);
-          const std::int64_t plo = mb > x0 ? mb : x0, phi = me < x1 ? me : x1;
-          macc = image_warp_fold<T, Op>(macc, img, wa, a.d_in, mb, static_cast<std::uint64_t>(me - mb),
-                                        static_cast<std::uint64_t>(plo - mb), static_cast<std::uint64_t>(phi - mb), lane);
-          if (me <= x1) {  // it ends here
-            const Acc r = core::warp_reduce<Op, true>(macc);
-            if (lane == 0)
-              a.d_out[bt * per + static_cast<unsigned>(src)] =
-                  core::finalize_with<Op>(r, static_cast<std::uint64_t>(me - mb), a.d_in + mb);
-            macc = Op::identity();
+        if constexpr (COOP) {
+          span_coop_window<T, Op>(a, img, wa, x0, x1, tab, tab + 32, f, r, bt * per, carry, carry_i, lane);
+        } else {
+          const std::int64_t lo = b > x0 ? b : x0, hi = e < x1 ? e : x1;
+          if (own && lo < hi)
+            acc = image_fold<T, Op>(acc, img + (lo - wa), a.d_in + lo, static_cast<std::uint64_t>(lo - b),
+                                    static_cast<std::uint64_t>(hi - lo));
+          // The middle segments meeting the window, in order (at most the last stays open).
+          for (unsigned mm = __ballot_sync(kAll, mid && lo < hi); mm != 0; mm &= mm - 1) {  // warp-uniform
+            const int src = __ffs(mm) - 1;
+            const std::int64_t mb = __shfl_sync(kAll, b, src), me = __shfl_sync(kAll, e, src);
+            const std::int64_t plo = mb > x0 ? mb : x0, phi = me < x1 ? me : x1;
+            macc = image_warp_fold<T, Op>(macc, img, wa, a.d_in, mb, static_cast<std::uint64_t>(me - mb),
+                                          static_cast<std::uint64_t>(plo - mb), static_cast<std::uint64_t>(phi - mb), lane);
+            if (me <= x1) {  // it ends here
+              const Acc r = core::warp_reduce<Op, true>(macc);
+              if (lane == 0)
+                a.d_out[bt * per + static_cast<unsigned>(src)] =
+                    core::finalize_with<Op>(r, static_cast<std::uint64_t>(me - mb), a.d_in + mb);
+              macc = Op::identity();
+            }
           }
         }
         __syncwarp();  // the window is free for the next fill
@@ -458,13 +549,14 @@ __device__ __forceinline__ void span_body(const seg_args<T, Op>& a, T* img) {
       left &= r == 31 ? 0u : kAll << (r + 1);
     }
     if (mine) a.d_out[s] = core::finalize_with<Op>(acc, len, a.d_in + b);
-    warp_longer<T, Op, 8>(a, __ballot_sync(kAll, valid && !mine && !mid), true, s, static_cast<std::uint64_t>(b), len, lane);
+    warp_longer<T, Op, 8>(a, __ballot_sync(kAll, valid && !mine && !act), true, s, static_cast<std::uint64_t>(b), len, lane);
   }
 }
 
 // Short ragged segments as spans (span_body) where the offsets are in order; otherwise the lane
-// groups' body (the plan's lanes a segment). a.span bytes of dynamic shared memory a warp.
-template <class T, class Op, int BLOCK>
+// groups' body (the plan's lanes a segment). a.span bytes of dynamic shared memory a warp; COOP
+// (cooperative windows, span_coop_window) also a table of the batch's offsets a warp (512 bytes).
+template <class T, class Op, int BLOCK, bool COOP = false>
 __global__ void __launch_bounds__(BLOCK, 512 / BLOCK) seg_span_kernel(seg_args<T, Op> a) {  // up to 128 registers
   kernel_entry();
   if (status_bad(a.d_status)) return;
@@ -473,8 +565,17 @@ __global__ void __launch_bounds__(BLOCK, 512 / BLOCK) seg_span_kernel(seg_args<T
     return;
   }
   extern __shared__ __align__(16) unsigned char span_smem[];
-  span_body<T, Op, BLOCK>(a, reinterpret_cast<T*>(span_smem + (threadIdx.x / 32) * a.span));
+  T* img = reinterpret_cast<T*>(span_smem + (threadIdx.x / 32) * a.span);
+  if constexpr (COOP) {
+    __shared__ std::int64_t tab[BLOCK / 32][64];
+    span_body<T, Op, BLOCK, true>(a, img, tab[threadIdx.x / 32]);
+  } else {
+    span_body<T, Op, BLOCK>(a, img);
+  }
 }
+// Cooperative windows for 4-byte elements and accumulators (f32 sums, minima, maxima, ...).
+template <class T, class Op>
+inline constexpr bool kSpanCoop = sizeof(T) == 4 && sizeof(typename Op::acc_type) == 4;
 
 // Ops whose combine gives the same bits in either order (integer and float sums, the means of
 // sums): row tiles may then reduce-scatter their steps' partials instead of a tree per step.

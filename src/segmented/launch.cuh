@@ -22,7 +22,8 @@ seg_args<T, Op> make_args(const void* d_in, const problem& p, const plan& pl, vo
           pl.col_vecs, pl.vec,
           static_cast<typename Op::acc_type*>(
               core::segmented_scratch(*c.ws, scratch_bytes(p, pl, sizeof(T), sizeof(typename Op::acc_type)))),
-          c.ws->d_seg_counters, c.d_status, pl.short_max, pl.chunk, pl.chunks, pl.tiles, pl.span, pl.span_segs, pl.span_mid};
+          c.ws->d_seg_counters, c.d_status, pl.short_max, pl.chunk, pl.chunks, pl.tiles, pl.span, pl.span_segs, pl.span_mid,
+          pl.span_coop};
 }
 
 // Ragged problems: the offset check (and, for tile plans, each tile's first segment) ahead of the
@@ -126,9 +127,9 @@ void go_resident(const Args& a, unsigned blocks, int block, const seg_ctx& c, co
 // kernel may take up to kSpanMaxBytes a warp, and the SM's largest carveout is asked for, so
 // that the blocks the registers allow also fit their windows), a grid of at most the blocks an
 // SM holds with that window (asked once per device and window size).
-template <class T, class Op>
+template <class T, class Op, bool COOP = false>
 void launch_span(const plan& pl, const seg_args<T, Op>& a, const seg_ctx& c, const char* what) {
-  constexpr auto kernel = seg_span_kernel<T, Op, kSpanBlock>;
+  constexpr auto kernel = seg_span_kernel<T, Op, kSpanBlock, COOP>;
   constexpr int kWarps = kSpanBlock / 32;
   constexpr int kSizes = 6;  // windows of 512 B .. 16 KiB
   static std::atomic<int> per_sm[64][kSizes];
@@ -215,10 +216,18 @@ void launch(const void* d_in, const problem& p, bool, void* d_out, const seg_ctx
       constexpr const char* kGroup = "launching the segmented group kernel";
       constexpr const char* kEager = "launching the segmented group kernel (eager)";
       constexpr const char* kSpan = "launching the segmented span kernel";
+      constexpr const char* kSpanCoopName = "launching the segmented span kernel (cooperative windows)";
       if (pl.tiles > 0) {
         if (pl.tiles > 0x7fffffffull) throw error("tally: internal error: too many ragged tiles");
         record_kernel(kTile);
         go_resident<seg_tile_kernel<T, Op, kTileBlock>>(a, static_cast<unsigned>(pl.tiles), kTileBlock, c, kTile);
+      } else if (pl.span > 0 && pl.span_coop) {  // forced_plan_refusal: 4-byte elements and accumulators only
+        if constexpr (kSpanCoop<T, Op>) {
+          record_kernel(kSpanCoopName);
+          launch_span<T, Op, true>(pl, a, c, kSpanCoopName);
+        } else {
+          throw error("tally: internal error: a cooperative span plan for this dtype and op");
+        }
       } else if (pl.span > 0) {
         record_kernel(kSpan);
         launch_span(pl, a, c, kSpan);

@@ -580,6 +580,9 @@ std::string forced_plan_refusal(const problem& p, const plan& pl, int elem_bytes
   if (pl.eager && (pl.how != strategy::ragged || pl.tiles > 0 || pl.unroll != 4 || (elem_bytes != 4 && elem_bytes != 8)))
     return "a forced eager plan that is not ragged lane groups of four loads in flight over 4- or 8-byte elements";
   if (pl.span_mid && pl.span == 0) return "a forced plan folding middle segments from windows without spans";
+  if (pl.span_coop && (pl.span == 0 || pl.span_mid || elem_bytes != 4 || acc_bytes != 4))
+    return "a forced plan of cooperative windows without spans, with the warp's middle segments, or other than 4-byte "
+           "elements and accumulators";
   if (pl.col_ring && (pl.how != strategy::columns || !pl.vec || elem_bytes != 4 || acc_bytes != 4))
     return "a forced column plan with two rounds of loads in flight other than 16-byte loads of 4-byte elements "
            "and accumulators";
@@ -671,6 +674,16 @@ std::vector<plan> ragged_candidates(const problem& p, int elem_bytes, int acc_by
     fill_ragged(r, p, rule.group, bytes, rule.unroll, false, elem_bytes, acc_bytes, sms, d);
     out.push_back(r);
   }
+  // Cooperative windows of 8 and 16 KiB: the warp's lanes fold equal slices of each window
+  // (4-byte elements and accumulators).
+  if (elem_bytes == 4 && acc_bytes == 4)
+    for (std::uint64_t win = 8192; win <= kSpanMaxBytes; win *= 2) {
+      plan r;
+      fill_span(r, p, rule.group, rule_bytes, win, 1024, false, elem_bytes, acc_bytes, sms, d);
+      r.span_coop = true;
+      r.why += "; every segment up to a chunk folded from the windows by the warp's lanes in equal slices";
+      out.push_back(r);
+    }
   // Few segments: pieces of 4 KiB to 256 KiB.
   if (pieces_fit(p, acc_bytes, d))
     for (std::uint64_t bytes = std::uint64_t(4) << 10; bytes <= (std::uint64_t(256) << 10); bytes *= 2) {

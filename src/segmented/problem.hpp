@@ -100,6 +100,9 @@ struct plan {
   int span_segs = 32;       // ragged spans: segments a warp takes at a time, a lane each
   bool span_mid = false;    // ragged spans: segments past short_max (within a chunk) folded by the
                             // whole warp from the windows, not read by it again (a sweep candidate)
+  bool span_coop = false;   // ragged spans: the warp's lanes fold equal slices of each window, every
+                            // segment up to a chunk, joined across lanes by a segmented scan (4-byte
+                            // elements and accumulators; a sweep candidate, other bits than one lane's)
   bool eager = false;       // ragged lane groups (four in flight): each lane's head, tail and first round of
                             // loads together, and its last partial round together (range_share_eager)
   unsigned resident = 0; // columns: the resident blocks of the columns kernel the rule counted
