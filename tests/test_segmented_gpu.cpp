@@ -766,22 +766,42 @@ TEST(SegmentedGpu, EveryRaggedCandidateIsRight) {
 // past a 16-byte boundary, against the reference: the rule's plan (which must be `rule` unless
 // that is null), then each ragged candidate of the sweep that `pick` selects, forced (and run as
 // forced). Returns how many candidates ran for the last op.
+// Small integers (n + shift + 1 of them, from `seed`) and offsets (b, e) on the GPU, the input
+// starting `shift` elements past a 16-byte boundary: the problem, its host copy and ranges.
+template <class T>
+struct ragged_input {
+  std::uint64_t segments;
+  std::vector<T> x;
+  device_buffer d, db, de;
+  std::vector<T> xs;  // the input as the call sees it
+  const void* in;
+  const std::int64_t* pb;
+  const std::int64_t* pe;
+  std::vector<std::vector<std::uint64_t>> ranges;
+  seg::problem p;
+  ragged_input(const std::vector<std::int64_t>& b, const std::vector<std::int64_t>& e, std::uint64_t n,
+               std::uint64_t shift, std::uint64_t seed)
+      : segments(b.size()), x(small_ints<T>(n + shift + 1, seed)), d((n + shift + 1) * sizeof(T)),
+        db(segments * 8 + 8), de(segments * 8 + 8), xs(x.begin() + static_cast<std::ptrdiff_t>(shift), x.end()),
+        in(static_cast<const T*>(d.get()) + shift), pb(static_cast<const std::int64_t*>(db.get())),
+        pe(static_cast<const std::int64_t*>(de.get())), ranges(segment_ranges(b, e)) {
+    d.upload(x.data(), x.size() * sizeof(T));
+    db.upload(b.data(), segments * 8), de.upload(e.data(), segments * 8);
+    p.outer = segments, p.n = n, p.d_begin = pb, p.d_end = pe;
+    p.aligned16 = reinterpret_cast<std::uintptr_t>(in) % 16 == 0;
+  }
+};
+
 template <class T, class Pick>
 int ragged_forced_case(const char* what, const std::vector<std::int64_t>& b, const std::vector<std::int64_t>& e,
                        std::uint64_t n, std::uint64_t shift, Pick pick, const seg::strategy* rule) {
   const std::uint64_t segments = b.size();
-  const auto x = small_ints<T>(n + shift + 1, test_seed() + n + segments);
-  device_buffer d((n + shift + 1) * sizeof(T)), db(segments * 8 + 8), de(segments * 8 + 8);
-  d.upload(x.data(), x.size() * sizeof(T));
-  db.upload(b.data(), segments * 8), de.upload(e.data(), segments * 8);
-  const std::vector<T> xs(x.begin() + static_cast<std::ptrdiff_t>(shift), x.end());
-  const void* in = static_cast<const T*>(d.get()) + shift;
-  const auto* pb = static_cast<const std::int64_t*>(db.get());
-  const auto* pe = static_cast<const std::int64_t*>(de.get());
-  const auto ranges = segment_ranges(b, e);
-  seg::problem p;
-  p.outer = segments, p.n = n, p.d_begin = pb, p.d_end = pe;
-  p.aligned16 = reinterpret_cast<std::uintptr_t>(in) % 16 == 0;
+  const ragged_input<T> r(b, e, n, shift, test_seed() + n + segments);
+  const std::vector<T>& xs = r.xs;
+  const void* in = r.in;
+  const std::int64_t *pb = r.pb, *pe = r.pe;
+  const auto& ranges = r.ranges;
+  const seg::problem& p = r.p;
   int ran = 0;
   for (op o : ops_for<T>()) {
     device_buffer out(segments * 16 + 16);
@@ -1111,32 +1131,21 @@ template <class T>
 void span_coop_case(const std::vector<std::int64_t>& b, const std::vector<std::int64_t>& e, std::uint64_t shift,
                     const std::vector<op>& ops) {
   const std::uint64_t segments = b.size(), n = static_cast<std::uint64_t>(e.back());
-  const auto x = small_ints<T>(n + shift + 1, test_seed() + n + shift);
-  device_buffer d(x.size() * sizeof(T)), db(segments * 8), de(segments * 8);
-  d.upload(x.data(), x.size() * sizeof(T));
-  db.upload(b.data(), segments * 8), de.upload(e.data(), segments * 8);
-  const std::vector<T> xs(x.begin() + static_cast<std::ptrdiff_t>(shift), x.end());
-  const void* in = static_cast<const T*>(d.get()) + shift;
-  const auto* pb = static_cast<const std::int64_t*>(db.get());
-  const auto* pe = static_cast<const std::int64_t*>(de.get());
-  seg::problem p;
-  p.outer = segments, p.n = n, p.d_begin = pb, p.d_end = pe;
-  p.aligned16 = shift == 0;
-  const auto ranges = segment_ranges(b, e);
+  const ragged_input<T> r(b, e, n, shift, test_seed() + n + shift);
   int coop = 0;
-  for (const seg::plan& c : seg::ragged_candidates(p, 4, 4, this_gpu_limits())) {
+  for (const seg::plan& c : seg::ragged_candidates(r.p, 4, 4, this_gpu_limits())) {
     if (!c.span_coop) continue;
     ++coop;
     for (op o : ops) {
       device_buffer out(segments * 16 + 16);
       {
         const forced_plan f(c);
-        reduce_segments(in, n, pb, pe, segments, dtype_of<T>(), o, out.get());
+        reduce_segments(r.in, n, r.pb, r.pe, segments, dtype_of<T>(), o, out.get());
       }
       EXPECT_TRUE(seg::last_plan().span_coop);
       EXPECT_NE(std::string(seg::last_kernel()).find("cooperative windows"), std::string::npos) << seg::last_kernel();
-      check_results(("cooperative windows " + std::to_string(c.span) + " B, shift " + std::to_string(shift)).c_str(), xs,
-                    ranges, o, out);
+      check_results(("cooperative windows " + std::to_string(c.span) + " B, shift " + std::to_string(shift)).c_str(), r.xs,
+                    r.ranges, o, out);
     }
   }
   EXPECT_EQ(coop, 2) << "cooperative candidates (8 and 16 KiB windows)";
