@@ -1042,8 +1042,9 @@ struct f32_segments {
     return seg::ragged_candidates(p, 4, 4, this_gpu_limits());
   }
   std::vector<float> sums(const seg::plan& c, std::uint64_t shift) const {
-    std::vector<float> h(segments);
+    std::vector<float> h(segments, std::numeric_limits<float>::quiet_NaN());
     device_buffer out(segments * 4);
+    out.upload(h.data(), segments * 4);  // a result left unwritten reads NaN
     const forced_plan f(c);
     reduce_segments(static_cast<const float*>(d.get()) + shift, n, begin(), end(), segments, dtype::f32, op::sum,
                     out.get());
@@ -1133,19 +1134,29 @@ void span_coop_case(const std::vector<std::int64_t>& b, const std::vector<std::i
   const std::uint64_t segments = b.size(), n = static_cast<std::uint64_t>(e.back());
   const ragged_input<T> r(b, e, n, shift, test_seed() + n + shift);
   int coop = 0;
-  for (const seg::plan& c : seg::ragged_candidates(r.p, 4, 4, this_gpu_limits())) {
+  const std::vector<unsigned char> sentinel(segments * 16 + 16, 0x7f);  // no result of these ops
+  for (seg::plan c : seg::ragged_candidates(r.p, 4, 4, this_gpu_limits())) {
     if (!c.span_coop) continue;
     ++coop;
-    for (op o : ops) {
-      device_buffer out(segments * 16 + 16);
-      {
-        const forced_plan f(c);
-        reduce_segments(r.in, n, r.pb, r.pe, segments, dtype_of<T>(), o, out.get());
+    // The candidate's own batch (four segments a warp at these counts), then 32, 8 and 1 (a warp's
+    // batch is its own: any 1-32 fits any problem); under the sanitizers its own and 32.
+    const std::vector<int> pers = small_only() ? std::vector<int>{c.span_segs, 32} : std::vector<int>{c.span_segs, 32, 8, 1};
+    for (int per : pers) {
+      c.span_segs = per;
+      for (op o : ops) {
+        device_buffer out(segments * 16 + 16);
+        out.upload(sentinel.data(), sentinel.size());
+        {
+          const forced_plan f(c);
+          reduce_segments(r.in, n, r.pb, r.pe, segments, dtype_of<T>(), o, out.get());
+        }
+        EXPECT_TRUE(seg::last_plan().span_coop);
+        EXPECT_NE(std::string(seg::last_kernel()).find("cooperative windows"), std::string::npos) << seg::last_kernel();
+        check_results(("cooperative windows " + std::to_string(c.span) + " B, " + std::to_string(per) +
+                       " segments a warp, shift " + std::to_string(shift))
+                          .c_str(),
+                      r.xs, r.ranges, o, out);
       }
-      EXPECT_TRUE(seg::last_plan().span_coop);
-      EXPECT_NE(std::string(seg::last_kernel()).find("cooperative windows"), std::string::npos) << seg::last_kernel();
-      check_results(("cooperative windows " + std::to_string(c.span) + " B, shift " + std::to_string(shift)).c_str(), r.xs,
-                    r.ranges, o, out);
     }
   }
   EXPECT_EQ(coop, 2) << "cooperative candidates (8 and 16 KiB windows)";
@@ -1164,12 +1175,23 @@ TEST(SegmentedGpu, SpanCooperativeWindowsAreRight) {
       [small](std::uint64_t s, std::mt19937_64& rng) {
         if (s % 5 == 0) return std::int64_t(0);
         if (s % 401 == 7) return std::int64_t(small ? 20000 : 70000);  // past any chunk
+        if (s % 7 == 2) return static_cast<std::int64_t>(1000 + rng() % 3000);  // across windows (within a chunk)
         const double u = std::uniform_real_distribution<double>(1e-4, 1.0)(rng);
         return static_cast<std::int64_t>(8.0 * std::pow(u, -1.0 / 1.2));
       });
+  // Segments that cross from one window into the next (carried): within a chunk, longer than a
+  // lane's slice, in runs longer than a window. The 8 KiB windows hold 2048 f32.
+  std::uint64_t across = 0;
+  for (std::uint64_t s = 0; s < segments; ++s) across += e[s] - b[s] >= 1000 && e[s] - b[s] < 4096;
+  EXPECT_GT(across, segments / 10) << "segments longer than half an 8 KiB window";
   for (std::uint64_t shift : {std::uint64_t(0), std::uint64_t(1)}) {
-    span_coop_case<float>(b, e, shift, {op::sum, op::min, op::max, op::mean});
-    span_coop_case<std::int32_t>(b, e, shift, {op::min, op::max, op::bit_xor});
+    if (small) {
+      span_coop_case<float>(b, e, shift, {op::sum, op::max});
+      span_coop_case<std::int32_t>(b, e, shift, {op::min, op::bit_xor});
+    } else {
+      span_coop_case<float>(b, e, shift, {op::sum, op::min, op::max, op::mean});
+      span_coop_case<std::int32_t>(b, e, shift, {op::min, op::max, op::bit_xor});
+    }
   }
   // Random f32: the same bits twice; each sum within (len - 1) x 2^-24 x sum |x| of the exact one
   // (a bound for any order of additions), as the one-lane plan's is.

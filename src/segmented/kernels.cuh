@@ -402,8 +402,8 @@ __device__ __forceinline__ void span_fill(T* img, const T* in, std::int64_t wa, 
 // it. carry / carry_i: the part of the segment open at x0 (from the run's earlier windows, -1:
 // none), which lane 0 folds first; on return the one open at x1. The bits differ from the
 // one-lane plans' (another association), and are the same every run.
-//   f32, 64 vectors a window: q = 2, lane l folds elements [8l, 8l + 8) of it; a segment over
-//   elements [6, 20) is parts [6, 8) (lane 0), [8, 16) (lane 1), [16, 20) (lane 2): the scan
+//   f32, 96 vectors a window: q = 3, lane l folds elements [12l, 12l + 12) of it; a segment over
+//   elements [6, 30) is parts [6, 12) (lane 0), [12, 24) (lane 1), [24, 30) (lane 2): the scan
 //   joins lane 0's and 1's, lane 2 adds its own and writes.
 template <class T, class Op>
 __device__ __forceinline__ void span_coop_window(const seg_args<T, Op>& a, const T* img, std::int64_t wa,
@@ -413,7 +413,11 @@ __device__ __forceinline__ void span_coop_window(const seg_args<T, Op>& a, const
   using Acc = typename Op::acc_type;
   constexpr unsigned kAll = 0xffffffffu;
   constexpr std::int64_t VN = vec16<T>::size;
-  const std::int64_t q = ((x1 - wa + VN - 1) / VN + 31) / 32;  // vectors a lane
+  // Vectors a lane, odd: the lanes' slices start an odd number of 16-byte vectors apart, so eight
+  // lanes reading their k-th vectors together touch eight different bank quads (a multiple of
+  // eight apart would put all of them on one).
+  std::int64_t q = ((x1 - wa + VN - 1) / VN + 31) / 32;
+  q += (q & 1) == 0;
   const std::int64_t raw = wa + static_cast<std::int64_t>(lane) * q * VN;
   const std::int64_t p0 = raw > x0 ? raw : x0, p1 = raw + q * VN < x1 ? raw + q * VN : x1;
   Acc head = Op::identity(), tail = Op::identity();
@@ -444,7 +448,8 @@ __device__ __forceinline__ void span_coop_window(const seg_args<T, Op>& a, const
   }
   // The tails, joined with the previous lanes' tails of the same segment (inclusive, segmented).
   Acc P = tail;
-  bool head_of_run = lane == 0 || tail_i < 0 || __shfl_up_sync(kAll, tail_i, 1) != tail_i;
+  const int before_i = __shfl_up_sync(kAll, tail_i, 1);  // every lane shuffles (not under the ||)
+  bool head_of_run = lane == 0 || tail_i < 0 || before_i != tail_i;
 #pragma unroll
   for (int d = 1; d < 32; d <<= 1) {
     const Acc up = core::shfl_words(P, [d](std::uint32_t x) { return __shfl_up_sync(kAll, x, d); });
@@ -455,7 +460,6 @@ __device__ __forceinline__ void span_coop_window(const seg_args<T, Op>& a, const
     }
   }
   const Acc before_me = core::shfl_words(P, [](std::uint32_t x) { return __shfl_up_sync(kAll, x, 1); });
-  const int before_i = __shfl_up_sync(kAll, tail_i, 1);
   if (head_i >= 0) {  // lane > 0: lane - 1's tail is this segment (lane 0's head holds the carry)
     const Acc v = lane > 0 && before_i == head_i ? Op::combine(before_me, head) : head;
     a.d_out[s0 + static_cast<unsigned>(head_i)] =
