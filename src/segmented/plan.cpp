@@ -100,6 +100,13 @@ constexpr std::uint64_t kCombineRounds = 4;
 constexpr std::uint64_t kThinLength = 16;
 constexpr std::uint64_t kThinMaxBlocks = std::uint64_t(1) << 20;
 
+// The kernels with two rounds of loads in flight (seg_columns_ring_kernel: 16-byte loads) and
+// with cooperative windows (seg_span_kernel's COOP) exist for 4-byte elements and accumulators
+// only (launch.cuh: kColumnRing, kSpanCoop); the rule, the candidates and the refusal of forced
+// plans all ask here.
+bool four_byte_ops(int elem_bytes, int acc_bytes) { return elem_bytes == 4 && acc_bytes == 4; }
+bool column_ring_fits(bool vec, int elem_bytes, int acc_bytes) { return vec && four_byte_ops(elem_bytes, acc_bytes); }
+
 // A column-tiles plan: tiles of cv vectors of results (16-byte vectors when vec), per blocks
 // sharing each tile's axis, a grid of at most four waves of resident blocks.
 void fill_columns(plan& r, const problem& p, bool vec, std::uint64_t per_vec, std::uint64_t cv, std::uint64_t per,
@@ -437,7 +444,7 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
     // f32 sum, graph us): 256 x 65536 c64 26.02, c128 r 25.52 (c64 r 25.84); 4096 x 65536 c64
     // 352.21, c128 r 345.19; 256 x 4096 (128 tiles of c8, 64 of c16) keeps c8, 3.79 (c16 r 4.04).
     bool ring = false;
-    if (per == 1 && vec && elem_bytes == 4 && acc_bytes == 4 && 2 * cv <= std::min<std::uint64_t>(kColumnsBlock, pow2_ceil(vecs))) {
+    if (per == 1 && column_ring_fits(vec, elem_bytes, acc_bytes) && 2 * cv <= std::min<std::uint64_t>(kColumnsBlock, pow2_ceil(vecs))) {
       const std::uint64_t lanes2 = kColumnsBlock / (2 * cv);
       if (10 * tiles_of(2 * cv) >= 9 * sms && ceil_div(p.length, lanes2) >= 2 * static_cast<std::uint64_t>(kColumnLoads))
         cv *= 2, ring = true;
@@ -580,10 +587,10 @@ std::string forced_plan_refusal(const problem& p, const plan& pl, int elem_bytes
   if (pl.eager && (pl.how != strategy::ragged || pl.tiles > 0 || pl.unroll != 4 || (elem_bytes != 4 && elem_bytes != 8)))
     return "a forced eager plan that is not ragged lane groups of four loads in flight over 4- or 8-byte elements";
   if (pl.span_mid && pl.span == 0) return "a forced plan folding middle segments from windows without spans";
-  if (pl.span_coop && (pl.span == 0 || pl.span_mid || elem_bytes != 4 || acc_bytes != 4))
+  if (pl.span_coop && (pl.span == 0 || pl.span_mid || !four_byte_ops(elem_bytes, acc_bytes)))
     return "a forced plan of cooperative windows without spans, with the warp's middle segments, or other than 4-byte "
            "elements and accumulators";
-  if (pl.col_ring && (pl.how != strategy::columns || !pl.vec || elem_bytes != 4 || acc_bytes != 4))
+  if (pl.col_ring && (pl.how != strategy::columns || !column_ring_fits(pl.vec, elem_bytes, acc_bytes)))
     return "a forced column plan with two rounds of loads in flight other than 16-byte loads of 4-byte elements "
            "and accumulators";
   if (pl.span > 0 && (pl.how != strategy::ragged || pl.tiles > 0 || pl.eager || pl.span < kSpanMinBytes ||
@@ -676,7 +683,7 @@ std::vector<plan> ragged_candidates(const problem& p, int elem_bytes, int acc_by
   }
   // Cooperative windows of 8 and 16 KiB: the warp's lanes fold equal slices of each window
   // (4-byte elements and accumulators).
-  if (elem_bytes == 4 && acc_bytes == 4)
+  if (four_byte_ops(elem_bytes, acc_bytes))
     for (std::uint64_t win = 8192; win <= kSpanMaxBytes; win *= 2) {
       plan r;
       fill_span(r, p, rule.group, rule_bytes, win, 1024, false, elem_bytes, acc_bytes, sms, d);
@@ -727,7 +734,7 @@ std::vector<plan> column_candidates(const problem& p, int elem_bytes, int acc_by
       out.push_back(c);
       // Its twin with two rounds of loads in flight a lane, where a lane has two whole rounds
       // of its share of the axis (16-byte loads of 4-byte elements and accumulators).
-      if (vec && elem_bytes == 4 && acc_bytes == 4 &&
+      if (column_ring_fits(vec, elem_bytes, acc_bytes) &&
           ceil_div(ceil_div(p.length, per), lanes) >= 2 * static_cast<std::uint64_t>(kColumnLoads)) {
         c.col_ring = true;
         c.why += ", two rounds of loads in flight a lane";
