@@ -173,16 +173,17 @@ if has segmented; then
 fi
 if has ragged; then
   # The ragged segments' check: their GPU tests, compute-sanitizer on the span and lane-group
-  # tests (small sizes), the ragged sweeps (both tails; TALLY_RAGGED_TOTALS, default 24,26,28) and
+  # tests (small sizes; TALLY_RAGGED_SANITIZE_TOOLS, default "memcheck racecheck synccheck", empty for
+  # none), the ragged sweeps (both tails; TALLY_RAGGED_TOTALS, default 24,26,28) and
   # the table against CUB (TALLY_RAGGED_BENCH_TOTALS, default 24,28).
   step "ragged: Segmented* tests, sanitizers on the ragged tests, sweeps, bench vs CUB"
   "$bin/tally_tests" --gtest_brief=1 --gtest_filter='Segmented*' >"$out/ragged-tests.log" 2>&1 || status=1
   tail -1 "$out/ragged-tests.log" | tee -a "$out/summary.txt"
   grep -E "FAILED|Failure" -A4 "$out/ragged-tests.log" | head -30
-  for tool in memcheck racecheck synccheck; do
+  for tool in ${TALLY_RAGGED_SANITIZE_TOOLS-memcheck racecheck synccheck}; do
     TALLY_TEST_SMALL=1 TALLY_UNDER_SANITIZER=1 timeout "${TALLY_SANITIZE_TIMEOUT:-300}" compute-sanitizer --tool "$tool" --error-exitcode 9 \
       "$bin/tally_tests" --gtest_brief=1 \
-      --gtest_filter='SegmentedGpu.RaggedSpans*:SegmentedGpu.Span*:SegmentedGpu.EveryRagged*:SegmentedGpu.Eager*' \
+      --gtest_filter='SegmentedGpu.RaggedSpans*:SegmentedGpu.RaggedStripes*:SegmentedGpu.Span*:SegmentedGpu.EveryRagged*:SegmentedGpu.Eager*' \
       >"$out/ragged-sanitize-$tool.log" 2>&1 || status=1
     echo "$tool $(grep -E 'SUMMARY' "$out/ragged-sanitize-$tool.log" | tail -1)" | tee -a "$out/summary.txt"
   done

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "segmented/problem.hpp"
@@ -245,8 +246,8 @@ TEST(SegmentedPlanCpu, RaggedPieces) {
   EXPECT_NE(seg::forced_plan_refusal(p256, tiny, 4, 64, small), "");
   EXPECT_EQ(seg::forced_plan_refusal(p256, tiny, 4, 64, h100()), "");
   EXPECT_EQ(seg::forced_plan_refusal(rows(4, 4), tiny, 4, 4, h100()), "");  // not ragged: nothing to check here
-  // The sweep: the lane groups' candidates and spans (40, as for more segments), then pieces of 4 KiB to
-  // 256 KiB.
+  // The sweep: the lane groups' candidates, spans and stripes (42, as for more segments), then
+  // pieces of 4 KiB to 256 KiB.
   const auto rc = seg::ragged_candidates(ragged(256, 1u << 20), 4, 4, h100());
   ASSERT_EQ(rc.size(), 42u + 7u);
   for (std::size_t i = 0; i < rc.size(); ++i) {
@@ -262,11 +263,31 @@ TEST(SegmentedPlanCpu, RaggedPieces) {
 // input for long ones, within the workspace; columns narrow their tiles so that a tile's last
 // block combines at most 16 Ki partials.
 TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
+  // The rule: stripes, two a resident warp of the stripe kernel (132 x 32 on the H100), for 4-byte
+  // elements with accumulators of at most 8 bytes where segments have a mean of at most 4096
+  // elements and the input gives half those warps a tile (2^24: a tile a stripe, 4096 stripes;
+  // 2^28: 8 tiles, 8192 stripes); otherwise the lane groups' and spans' rule (below, asked
+  // directly: ragged_groups_plan). Offsets out of order: the lane groups' lanes.
+  for (const auto& [segs, n, stripe] : {std::tuple<std::uint64_t, std::uint64_t, std::uint64_t>{1u << 22, 1u << 28, 8},
+                                        {1u << 16, 1u << 28, 8}, {1u << 18, 1u << 24, 1}, {1u << 12, 1u << 24, 1}}) {
+    const seg::plan st = seg::make_plan(ragged(segs, n), 4, 4, false, h100());
+    EXPECT_EQ(st.how, seg::strategy::ragged) << segs;
+    EXPECT_EQ(st.stripe, stripe * seg::kTileElems) << segs;
+    EXPECT_EQ(st.group, seg::ragged_groups_plan(ragged(segs, n), 4, 4, h100()).group) << segs;
+    EXPECT_EQ(seg::forced_plan_refusal(ragged(segs, n), st, 4, 4, h100()), "") << segs;
+    EXPECT_EQ(seg::make_plan(ragged(segs, n), 4, 8, false, h100()).stripe, st.stripe) << segs;  // sum_sq of f32
+    EXPECT_EQ(seg::make_plan(ragged(segs, n), 4, 16, false, h100()).stripe, 0u) << segs;       // argmax
+    EXPECT_EQ(seg::make_plan(ragged(segs, n), 8, 8, false, h100()).stripe, 0u) << segs;        // f64
+  }
+  EXPECT_EQ(seg::make_plan(ragged(1u << 10, 1u << 28), 4, 4, false, h100()).stripe, 0u);      // a mean of 2^18
+  EXPECT_EQ(seg::make_plan(ragged(1u << 12, (1u << 24) + 4096), 4, 4, false, h100()).stripe, 0u);  // past 4096
+  EXPECT_EQ(seg::make_plan(ragged(1u << 17, 1u << 23), 4, 4, false, h100()).stripe, 0u);      // under half the warps a tile
+  EXPECT_EQ(seg::make_plan(ragged(1u << 17, 1u << 23), 4, 4, true, h100()).how, seg::strategy::exact_block);
   // 2^22 segments of a mean of 64 f32: 2^17 batches of 32, 31 for each of the 132 x 32 warps of
   // half the H100: spans, 16 KiB windows, a lane per segment of up to 256 f32 (1 KiB), the warp
   // folding longer ones within a chunk from the windows; offsets out of order: two lanes a
   // segment (the lane groups' rule).
-  auto pl = seg::make_plan(ragged(1u << 22, 1u << 28), 4, 4, false, h100());
+  auto pl = seg::ragged_groups_plan(ragged(1u << 22, 1u << 28), 4, 4, h100());
   EXPECT_EQ(pl.how, seg::strategy::ragged);
   EXPECT_EQ(pl.span, 16384u);
   EXPECT_EQ(pl.span_segs, 32);
@@ -279,20 +300,20 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
   EXPECT_EQ(seg::scratch_bytes(ragged(1u << 22, 1u << 28), pl, 4, 4), pl.chunks * seg::ragged_chunk_bytes(4));
   EXPECT_EQ(pl.unroll, 4);
   EXPECT_EQ(seg::forced_plan_refusal(ragged(1u << 22, 1u << 28), pl, 4, 4, h100()), "");
-  EXPECT_EQ(seg::make_plan(ragged(1u << 22, 1u << 27), 8, 8, false, h100()).short_max, 128u);  // 1 KiB of f64
+  EXPECT_EQ(seg::ragged_groups_plan(ragged(1u << 22, 1u << 27), 8, 8, h100()).short_max, 128u);  // 1 KiB of f64
   // 2^19 segments: 16384 batches, 3.9 a warp: lane groups; 2^20: 7.8, spans.
-  EXPECT_EQ(seg::make_plan(ragged(1u << 19, 1u << 25), 4, 4, false, h100()).span, 0u);
-  EXPECT_EQ(seg::make_plan(ragged(1u << 20, 1u << 26), 4, 4, false, h100()).span, 16384u);
-  EXPECT_EQ(seg::make_plan(ragged(1u << 20, 1u << 28), 4, 4, false, h100()).span, 0u);  // a mean of 64 vectors
+  EXPECT_EQ(seg::ragged_groups_plan(ragged(1u << 19, 1u << 25), 4, 4, h100()).span, 0u);
+  EXPECT_EQ(seg::ragged_groups_plan(ragged(1u << 20, 1u << 26), 4, 4, h100()).span, 16384u);
+  EXPECT_EQ(seg::ragged_groups_plan(ragged(1u << 20, 1u << 28), 4, 4, h100()).span, 0u);  // a mean of 64 vectors
   // Segments whose groups would hold under half the GPU's threads (132 x 2048 / 2 on the H100):
   // wider groups up to that half, eight loads in flight (four for large accumulators).
-  pl = seg::make_plan(ragged(1u << 14, 1u << 20), 4, 4, false, h100());
+  pl = seg::ragged_groups_plan(ragged(1u << 14, 1u << 20), 4, 4, h100());
   EXPECT_EQ(pl.group, 8);  // 2^14 x 8 = 131072 <= 135168 < 2^14 x 16
   EXPECT_EQ(pl.unroll, 8);
-  EXPECT_EQ(seg::make_plan(ragged(1u << 14, 1u << 20), 4, 16, false, h100()).unroll, 4);
+  EXPECT_EQ(seg::ragged_groups_plan(ragged(1u << 14, 1u << 20), 4, 16, h100()).unroll, 4);
   // Short segments (a mean under 32 vectors) filling the GPU: chunks of at least the input over
   // the 132 x 4 resident chunk blocks, up to 64 KiB; lane groups, not tiles (a sweep candidate).
-  pl = seg::make_plan(ragged(1u << 18, 1u << 24), 4, 4, false, h100());
+  pl = seg::ragged_groups_plan(ragged(1u << 18, 1u << 24), 4, 4, h100());
   EXPECT_EQ(pl.how, seg::strategy::ragged);
   EXPECT_EQ(pl.group, 2);
   EXPECT_EQ(pl.unroll, 4);
@@ -312,7 +333,7 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
   for (const lanes_case& lc : {lanes_case{1u << 19, 1u << 24, 8, 2, 64u << 10}, lanes_case{1u << 17, 1u << 24, 4, 4, 16u << 10},
                                lanes_case{1u << 14, 1u << 20, 4, 8, 16u << 10}, lanes_case{1u << 17, 1u << 23, 4, 2, 32u << 10},
                                lanes_case{1u << 18, 1u << 20, 4, 1, 16u << 10}}) {
-    pl = seg::make_plan(ragged(lc.segments, lc.n), lc.elem, lc.elem, false, h100());
+    pl = seg::ragged_groups_plan(ragged(lc.segments, lc.n), lc.elem, lc.elem, h100());
     EXPECT_EQ(pl.group, lc.group) << lc.segments << " in " << lc.n;
     EXPECT_EQ(pl.chunk * static_cast<std::uint64_t>(lc.elem), lc.chunk_bytes) << lc.segments << " in " << lc.n;
   }
@@ -328,13 +349,13 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
   // entries in the workspace beside the chunks'), the lane groups with four and eight loads in
   // flight, spans (windows of 4, 8 and 16 KiB, a lane per segment of up to 256, 512 and 1024 f32;
   // then 8 and 16 KiB, 256 and 1024 f32, the warp folding middle segments from the windows),
-  // then eager with four, the rule's with those chunks, then cooperative windows of 8 and 16 KiB.
-  // Eager lane groups only for elements of 4 or 8 bytes, cooperative windows only for 4-byte
-  // elements and accumulators.
+  // then eager with four, the rule's with those chunks, then stripes for one wave of the stripe
+  // kernel and for two (whole tiles, a warp each). Eager lane groups only for elements of 4 or 8
+  // bytes.
   const auto rc = seg::ragged_candidates(ragged(2048, 1u << 20), 4, 4, h100());
   EXPECT_EQ(rc.size(), 5u + 12u + 9u + 4u + 6u + 4u + 2u);
   for (std::size_t i = 0; i < rc.size(); ++i) {
-    EXPECT_EQ(rc[i].tiles, i < 5 ? (1u << 20) / static_cast<std::uint64_t>(seg::kTileElems) : 0u) << i;
+    EXPECT_EQ(rc[i].tiles, i < 5 || i >= 40 ? (1u << 20) / static_cast<std::uint64_t>(seg::kTileElems) : 0u) << i;
     const bool span = i >= 17 && i < 26, mid = i >= 26 && i < 30;
     EXPECT_EQ(rc[i].span_mid, mid) << i;
     if (mid) {
@@ -352,16 +373,20 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
       EXPECT_EQ(rc[i].group, rc[0].group) << i;  // offsets out of order: the rule's lanes
     }
     EXPECT_EQ(rc[i].eager, i >= 30 && i < 36) << i;
-    EXPECT_EQ(rc[i].span_coop, i >= 40) << i;
-    if (rc[i].span_coop) {
-      EXPECT_EQ(rc[i].span, std::uint64_t(8192) << (i - 40)) << i;
-      EXPECT_FALSE(rc[i].span_mid) << i;
+    EXPECT_EQ(rc[i].stripe > 0, i >= 40) << i;
+    if (rc[i].stripe > 0) {
+      // 2^20 elements over 132 x 32 warps (and twice that): 249 and 125 elements, a tile each.
+      EXPECT_EQ(rc[i].stripe, static_cast<std::uint64_t>(seg::kTileElems)) << i;
+      EXPECT_EQ(rc[i].blocks, (1u << 20) / seg::kTileElems / 4) << i;  // four warps a block
+      EXPECT_EQ(rc[i].span, 0u) << i;
       EXPECT_EQ(seg::forced_plan_refusal(ragged(2048, 1u << 20), rc[i], 4, 4, h100()), "") << i;
-      EXPECT_NE(seg::forced_plan_refusal(ragged(2048, 1u << 20), rc[i], 4, 16, h100()), "") << i;  // argmax
-      EXPECT_NE(seg::forced_plan_refusal(ragged(2048, 1u << 20), rc[i], 8, 8, h100()), "") << i;
-      seg::plan both = rc[i];
-      both.span_mid = true;
-      EXPECT_NE(seg::forced_plan_refusal(ragged(2048, 1u << 20), both, 4, 4, h100()), "") << i;
+      EXPECT_EQ(seg::forced_plan_refusal(ragged(2048, 1u << 20), rc[i], 8, 8, h100()), "") << i;
+      seg::plan odd = rc[i];
+      odd.stripe += 512;
+      EXPECT_NE(seg::forced_plan_refusal(ragged(2048, 1u << 20), odd, 4, 4, h100()), "") << i;
+      seg::plan no_tiles = rc[i];
+      no_tiles.tiles = 0;
+      EXPECT_NE(seg::forced_plan_refusal(ragged(2048, 1u << 20), no_tiles, 4, 4, h100()), "") << i;
     }
     if (rc[i].eager) {
       EXPECT_EQ(rc[i].group, 1 << (i - 30)) << i;
@@ -426,14 +451,15 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
   seg::plan mid_groups = rc[5];
   mid_groups.span_mid = true;
   EXPECT_NE(seg::forced_plan_refusal(ragged(2048, 1u << 20), mid_groups, 4, 4, h100()), "");
-  seg::plan coop_groups = rc[5];
-  coop_groups.span_coop = true;
-  EXPECT_NE(seg::forced_plan_refusal(ragged(2048, 1u << 20), coop_groups, 4, 4, h100()), "");
-  for (const auto& [eb, ab] : {std::pair<int, int>{8, 8}, {4, 16}, {2, 4}}) {  // f64, argmax, f16: none
-    const auto others = seg::ragged_candidates(ragged(2048, 1u << 20), eb, ab, h100());
-    EXPECT_TRUE(std::none_of(others.begin(), others.end(), [](const seg::plan& c) { return c.span_coop; })) << eb;
-  }
-  EXPECT_FALSE(seg::make_plan(ragged(1u << 22, 1u << 28), 4, 4, false, h100()).span_coop);  // a candidate
+  seg::plan stripe_spans = rc[17];
+  stripe_spans.stripe = static_cast<std::uint64_t>(seg::kTileElems);
+  EXPECT_NE(seg::forced_plan_refusal(ragged(2048, 1u << 20), stripe_spans, 4, 4, h100()), "");
+  // 2^28 elements: 4224 warps on the H100 (32 an SM) take 16 tiles each (4096 stripes, 1024 blocks of
+  // four warps), 8448 take 8.
+  for (const auto& c : seg::ragged_candidates(ragged(1u << 22, 1u << 28), 4, 4, h100()))
+    if (c.stripe > 0) {
+      EXPECT_EQ(c.stripe, c.blocks == 1024 ? 16u * seg::kTileElems : 8u * seg::kTileElems);
+    }
   seg::plan span_tiles = rc[0];
   span_tiles.span = 1024;
   EXPECT_NE(seg::forced_plan_refusal(ragged(2048, 1u << 20), span_tiles, 4, 4, h100()), "");

@@ -822,13 +822,18 @@ int ragged_forced_case(const char* what, const std::vector<std::int64_t>& b, con
       }
       const seg::plan got = seg::last_plan();
       EXPECT_TRUE(got.how == c.how && got.chunk == c.chunk && got.tiles == c.tiles && got.eager == c.eager &&
-                  got.span == c.span && got.short_max == c.short_max)
+                  got.span == c.span && got.short_max == c.short_max && got.stripe == c.stripe)
           << what;
       if (c.how == seg::strategy::ragged) {
-        const char* want = c.eager ? "(eager)" : c.tiles > 0 ? "tile kernel" : c.span > 0 ? "span kernel" : "group kernel";
+        const char* want = c.eager         ? "(eager)"
+                           : c.stripe > 0 ? "stripe kernel"
+                           : c.tiles > 0  ? "tile kernel"
+                           : c.span > 0   ? "span kernel"
+                                          : "group kernel";
         EXPECT_NE(std::string(seg::last_kernel()).find(want), std::string::npos) << what << ": " << seg::last_kernel();
       }
-      check_results((std::string(what) + " forced " + seg::to_string(c.how) + (c.tiles > 0 ? " tiles" : "") +
+      check_results((std::string(what) + " forced " + seg::to_string(c.how) +
+                     (c.stripe > 0 ? " stripes of " + std::to_string(c.stripe) : c.tiles > 0 ? " tiles" : "") +
                      (c.span > 0 ? " span " + std::to_string(c.span) + " lane max " + std::to_string(c.short_max) : "") +
                      ", chunk " + std::to_string(c.chunk)).c_str(),
                     xs, ranges, o, out);
@@ -844,14 +849,32 @@ int ragged_forced_case(const char* what, const std::vector<std::int64_t>& b, con
 // short ones, n not a multiple of the tile, an input one element past 16-byte alignment, offsets
 // out of order that would rewrite the partition many times over. Every op of the suite against
 // the reference.
+// With `stripes`, the stripe candidates instead (two), each at its own stripe and at stripes of
+// one and of three tiles (every tile boundary a stripe's; tiles inside stripes); under the
+// sanitizer its own and one tile.
 template <class T>
 void ragged_tiles_case(const char* what, const std::vector<std::int64_t>& b, const std::vector<std::int64_t>& e,
-                       std::uint64_t n, std::uint64_t shift) {
-  ragged_forced_case<T>(what, b, e, n, shift, [](const seg::plan& c) { return c.tiles > 0; }, nullptr);
+                       std::uint64_t n, std::uint64_t shift, bool stripes) {
+  if (!stripes) {
+    ragged_forced_case<T>(what, b, e, n, shift, [](const seg::plan& c) { return c.tiles > 0 && c.stripe == 0; }, nullptr);
+    return;
+  }
+  const std::vector<std::uint64_t> sizes = small_only() ? std::vector<std::uint64_t>{0, 1} : std::vector<std::uint64_t>{0, 1, 3};
+  for (std::uint64_t tiles : sizes) {
+    const auto pick = [tiles](seg::plan& c) {
+      if (c.stripe == 0) return false;
+      if (tiles > 0) c.stripe = tiles * static_cast<std::uint64_t>(seg::kTileElems);
+      return true;
+    };
+    EXPECT_EQ(ragged_forced_case<T>((std::string(what) + ", stripes of " + std::to_string(tiles) + " tiles (0: the plan's)").c_str(),
+                                    b, e, n, shift, pick, nullptr),
+              2)
+        << what;
+  }
 }
 
 template <class T>
-void ragged_tiles_edges() {
+void ragged_tiles_edges(bool stripes = false) {
   const std::int64_t W = seg::kTileElems;
   std::vector<std::int64_t> b, e;
   auto add = [&](std::int64_t lo, std::int64_t hi) { b.push_back(lo), e.push_back(hi); };
@@ -859,8 +882,8 @@ void ragged_tiles_edges() {
   // one ending on the next boundary, a short one to n = 5 tiles - 3, empties at n.
   add(0, 0), add(0, W), add(W, W), add(W, W), add(W, W + 7), add(W + 7, 2 * W - 1), add(2 * W - 1, 2 * W + 1);
   add(2 * W + 1, 3 * W), add(3 * W, 3 * W + W / 2), add(3 * W + W / 2, 5 * W - 3), add(5 * W - 3, 5 * W - 3);
-  ragged_tiles_case<T>("tile boundaries", b, e, 5 * W - 3, 0);
-  ragged_tiles_case<T>("tile boundaries, input not 16-byte aligned", b, e, 5 * W - 3, 1);
+  ragged_tiles_case<T>("tile boundaries", b, e, 5 * W - 3, 0, stripes);
+  ragged_tiles_case<T>("tile boundaries, input not 16-byte aligned", b, e, 5 * W - 3, 1, stripes);
   // Thousands of tiny segments in one tile (lengths 0-3), then a gap of 40 tiles, a long segment
   // (60 tiles, past any chunk) and short ones after it; n a whole number of tiles.
   b.clear(), e.clear();
@@ -880,11 +903,11 @@ void ragged_tiles_edges() {
   }
   const std::uint64_t n = static_cast<std::uint64_t>((at / W + 1) * W);
   add(static_cast<std::int64_t>(n), static_cast<std::int64_t>(n));
-  ragged_tiles_case<T>("tiny segments, long gap, long segment", b, e, n, 0);
+  ragged_tiles_case<T>("tiny segments, long gap, long segment", b, e, n, 0, stripes);
   // The same input with other offsets: tiles that were inside the gap now hold segments.
   for (std::size_t s = 0; s + 1 < b.size(); ++s) b[s] /= 2, e[s] = std::max(b[s], e[s] / 2);
   for (std::size_t s = 1; s < b.size(); ++s) b[s] = std::max(b[s], e[s - 1]), e[s] = std::max(e[s], b[s]);
-  ragged_tiles_case<T>("the same, offsets halved (stale partition entries)", b, e, n, 0);
+  ragged_tiles_case<T>("the same, offsets halved (stale partition entries)", b, e, n, 0, stripes);
   // Out of order: the tile kernel runs the lane groups' body. Empty segments alternating between
   // the start and the end of the input (each such pair would write every tile's entry again: the
   // offset check's blocks stop at the partition's size) and short ones between them.
@@ -899,7 +922,7 @@ void ragged_tiles_edges() {
       add(k * 37 % m, std::min(m, k * 37 % m + 40));
     }
   }
-  ragged_tiles_case<T>("out of order, the partition rewritten many times over", b, e, static_cast<std::uint64_t>(m), 0);
+  ragged_tiles_case<T>("out of order, the partition rewritten many times over", b, e, static_cast<std::uint64_t>(m), 0, stripes);
 }
 
 TEST(SegmentedGpu, RaggedTilesEdges) {
@@ -1075,7 +1098,7 @@ TEST(SegmentedGpu, SpansMatchOneLaneBitwise) {
     const auto want = data.sums(*one, shift);
     int pairs = 0;
     for (const seg::plan& c : cands) {
-      if (c.span == 0 || c.span_coop || c.chunk != one->chunk) continue;  // cooperative windows: other bits
+      if (c.span == 0 || c.chunk != one->chunk) continue;
       ++pairs;
       EXPECT_EQ(std::memcmp(data.sums(c, shift).data(), want.data(), segments * 4), 0)
           << "span " << c.span << " lane max " << c.short_max << " shift " << shift << " (seed " << test_seed() << ")";
@@ -1109,7 +1132,7 @@ TEST(SegmentedGpu, SpanMiddleSegmentsMatchTheWarp) {
         middle += len > m.short_max && len <= m.chunk;
       }
       for (const seg::plan& c : cands) {
-        if (c.span_mid || c.span_coop || c.span != m.span || c.short_max != m.short_max || c.chunk != m.chunk) continue;
+        if (c.span_mid || c.span != m.span || c.short_max != m.short_max || c.chunk != m.chunk) continue;
         ++pairs;
         EXPECT_EQ(std::memcmp(data.sums(m, shift).data(), data.sums(c, shift).data(), segments * 4), 0)
             << "span " << m.span << " lane max " << m.short_max << " shift " << shift << " (seed " << test_seed() << ")";
@@ -1120,89 +1143,54 @@ TEST(SegmentedGpu, SpanMiddleSegmentsMatchTheWarp) {
   }
 }
 
-// Cooperative windows (`c` candidates: the warp's lanes fold equal slices of each window, the
-// parts of a segment across lanes joined by a scan, the segment open at a window's end carried
-// to the next): f32 sum / min / max / mean and i32 min / max / xor (4-byte accumulators) against
-// the reference on small integers (exact in any order), over segments of 0 to ~17000 elements
-// (one lane's slice, many lanes', many windows), gaps inside and between runs, segments past any
-// chunk (the chunk kernel's), at and one element past a 16-byte boundary; random f32: the same
-// bits twice, within the rounding bound of any order of the exact sum, and the one-lane plan's
-// sums as close.
-template <class T>
-void span_coop_case(const std::vector<std::int64_t>& b, const std::vector<std::int64_t>& e, std::uint64_t shift,
-                    const std::vector<op>& ops) {
-  const std::uint64_t segments = b.size(), n = static_cast<std::uint64_t>(e.back());
-  const ragged_input<T> r(b, e, n, shift, test_seed() + n + shift);
-  int coop = 0;
-  const std::vector<unsigned char> sentinel(segments * 16 + 16, 0x7f);  // no result of these ops
-  for (seg::plan c : seg::ragged_candidates(r.p, 4, 4, this_gpu_limits())) {
-    if (!c.span_coop) continue;
-    ++coop;
-    // The candidate's own batch (four segments a warp at these counts), then 32, 8 and 1 (a warp's
-    // batch is its own: any 1-32 fits any problem); under the sanitizers its own and 32.
-    const std::vector<int> pers = small_only() ? std::vector<int>{c.span_segs, 32} : std::vector<int>{c.span_segs, 32, 8, 1};
-    for (int per : pers) {
-      c.span_segs = per;
-      for (op o : ops) {
-        device_buffer out(segments * 16 + 16);
-        out.upload(sentinel.data(), sentinel.size());
-        {
-          const forced_plan f(c);
-          reduce_segments(r.in, n, r.pb, r.pe, segments, dtype_of<T>(), o, out.get());
-        }
-        EXPECT_TRUE(seg::last_plan().span_coop);
-        EXPECT_NE(std::string(seg::last_kernel()).find("cooperative windows"), std::string::npos) << seg::last_kernel();
-        check_results(("cooperative windows " + std::to_string(c.span) + " B, " + std::to_string(per) +
-                       " segments a warp, shift " + std::to_string(shift))
-                          .c_str(),
-                      r.xs, r.ranges, o, out);
-      }
-    }
-  }
-  EXPECT_EQ(coop, 2) << "cooperative candidates (8 and 16 KiB windows)";
+// Ragged stripes (the stripe kernel: a warp a stripe of the input, runs carried across lanes,
+// tiles and stripes). The tile kernel's edges for f32, f64 and u8 (ragged_tiles_edges: segments
+// on tile boundaries, which the one-tile stripes make stripe boundaries, empties at 0, there and
+// at n, thousands of tiny segments in a tile, a gap of 40 tiles, a segment across 60 tiles, an
+// input one element past 16-byte alignment, offsets out of order); then Pareto lengths with a
+// fifth empty, gaps and segments of 70000 across many stripes, every op against the reference
+// (ragged_tiles_case); random f32: the same bits twice, and each sum within the rounding bound of
+// any order of the exact sum.
+TEST(SegmentedGpu, RaggedStripesEdges) {
+  TALLY_REQUIRE_GPU();
+  ragged_tiles_edges<float>(true);
+  if (small_only()) return;
+  ragged_tiles_edges<double>(true);
+  ragged_tiles_edges<std::uint8_t>(true);
 }
 
-TEST(SegmentedGpu, SpanCooperativeWindowsAreRight) {
+TEST(SegmentedGpu, RaggedStripesParetoLengths) {
   TALLY_REQUIRE_GPU();
   const bool small = small_only();
   const std::uint64_t segments = small ? 800 : 6000;
   const auto [b, e] = in_order_offsets(
       segments, test_seed() + 51,
       [](std::uint64_t s, std::mt19937_64& rng) {
-        if (s % 37 == 6) return static_cast<std::int64_t>(17 + rng() % 300);  // a new run
+        if (s % 37 == 6) return static_cast<std::int64_t>(17 + rng() % 300);
         return s % 11 == 3 ? static_cast<std::int64_t>(rng() % 12) : std::int64_t(0);
       },
       [small](std::uint64_t s, std::mt19937_64& rng) {
         if (s % 5 == 0) return std::int64_t(0);
-        if (s % 401 == 7) return std::int64_t(small ? 20000 : 70000);  // past any chunk
-        if (s % 7 == 2) return static_cast<std::int64_t>(1000 + rng() % 3000);  // across windows (within a chunk)
+        if (s % 401 == 7) return std::int64_t(small ? 20000 : 70000);  // across several stripes
         const double u = std::uniform_real_distribution<double>(1e-4, 1.0)(rng);
         return static_cast<std::int64_t>(8.0 * std::pow(u, -1.0 / 1.2));
       });
-  // Segments that cross from one window into the next (carried): within a chunk, longer than a
-  // lane's slice, in runs longer than a window. The 8 KiB windows hold 2048 f32.
-  std::uint64_t across = 0;
-  for (std::uint64_t s = 0; s < segments; ++s) across += e[s] - b[s] >= 1000 && e[s] - b[s] < 4096;
-  EXPECT_GT(across, segments / 10) << "segments longer than half an 8 KiB window";
+  const std::uint64_t n = static_cast<std::uint64_t>(e.back());
   for (std::uint64_t shift : {std::uint64_t(0), std::uint64_t(1)}) {
-    if (small) {
-      span_coop_case<float>(b, e, shift, {op::sum, op::max});
-      span_coop_case<std::int32_t>(b, e, shift, {op::min, op::bit_xor});
-    } else {
-      span_coop_case<float>(b, e, shift, {op::sum, op::min, op::max, op::mean});
-      span_coop_case<std::int32_t>(b, e, shift, {op::min, op::max, op::bit_xor});
-    }
+    ragged_tiles_case<float>("stripes, Pareto lengths", b, e, n, shift, true);
+    if (!small) ragged_tiles_case<std::int32_t>("stripes, Pareto lengths", b, e, n, shift, true);
   }
   // Random f32: the same bits twice; each sum within (len - 1) x 2^-24 x sum |x| of the exact one
-  // (a bound for any order of additions), as the one-lane plan's is.
+  // (a bound for any order of additions).
   const f32_segments data(b, e, test_seed() + 53);
   const auto x = random_vector<float>(data.n + 1, test_seed() + 53, -1, 1);
   for (std::uint64_t shift : {std::uint64_t(0), std::uint64_t(1)}) {
-    const auto cands = data.candidates(shift);
-    for (const seg::plan& c : cands) {
-      if (!c.span_coop) continue;
+    int stripes = 0;
+    for (const seg::plan& c : data.candidates(shift)) {
+      if (c.stripe == 0) continue;
+      ++stripes;
       const auto got = data.sums(c, shift), again = data.sums(c, shift);
-      EXPECT_EQ(std::memcmp(got.data(), again.data(), segments * 4), 0) << "span " << c.span << " shift " << shift;
+      EXPECT_EQ(std::memcmp(got.data(), again.data(), segments * 4), 0) << "stripe " << c.stripe << " shift " << shift;
       for (std::uint64_t s = 0; s < segments; ++s) {
         double exact = 0, mag = 0;
         for (std::int64_t i = b[s]; i < e[s]; ++i) {
@@ -1212,9 +1200,10 @@ TEST(SegmentedGpu, SpanCooperativeWindowsAreRight) {
         const double len = static_cast<double>(e[s] - b[s]);
         const double bound = (len > 1 ? len - 1 : 0) * std::ldexp(1.0, -24) * mag * 1.01 + 1e-30;
         ASSERT_LE(std::fabs(static_cast<double>(got[s]) - exact), bound)
-            << "segment " << s << " of " << len << ", span " << c.span << " shift " << shift << " (seed " << test_seed() << ")";
+            << "segment " << s << " of " << len << ", stripe " << c.stripe << " shift " << shift << " (seed " << test_seed() << ")";
       }
     }
+    EXPECT_EQ(stripes, 2);
   }
 }
 

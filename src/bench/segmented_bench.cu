@@ -85,8 +85,8 @@ std::string compare_first(const std::vector<call_fn>& calls, cudaStream_t stream
 // Column tiles add their width in vectors (c32; r: two rounds of loads in flight a lane), thin plans their vectors per thread (m4), row
 // tiles and lane groups with eight loads in flight u8; ragged plans their lanes per segment (g)
 // or the tile kernel (tiles) or spans (span: the window in KiB, w, and a lane's longest segment in
-// elements, l; m: the warp folds middle segments from the windows; c: the lanes fold equal slices of each
-// window), and the chunk in KiB of f32 (k); pieces their size in KiB of f32 (k).
+// elements, l; m: the warp folds middle segments from the windows), and the chunk in KiB of f32 (k); pieces their size in KiB of f32 (k);
+// stripes the stripe in Ki elements (s).
 std::string plan_cell(const seg::plan& pl) {
   return std::string(seg::to_string(pl.how)) + (pl.how == seg::strategy::group ? " g" + std::to_string(pl.group) : "") +
          (pl.how == seg::strategy::columns ? " c" + std::to_string(pl.col_vecs) : "") +
@@ -94,7 +94,8 @@ std::string plan_cell(const seg::plan& pl) {
          (pl.how == seg::strategy::thin ? " m" + std::to_string(pl.group) : "") +
          (pl.how == seg::strategy::split && pl.split_block != seg::kSplitBlock ? " b" + std::to_string(pl.split_block) : "") +
          (pl.per_seg > 1 ? " x" + std::to_string(pl.per_seg) : "") +
-         (pl.how == seg::strategy::ragged
+         (pl.how == seg::strategy::ragged && pl.stripe > 0 ? " stripes s" + std::to_string(pl.stripe / 1024) : "") +
+         (pl.how == seg::strategy::ragged && pl.stripe == 0
               ? (pl.tiles > 0  ? std::string(" tiles")
                  : pl.span > 0 ? " span w" + std::to_string(pl.span / 1024) + " l" + std::to_string(pl.short_max)
                                : " g" + std::to_string(pl.group)) +
@@ -106,8 +107,7 @@ std::string plan_cell(const seg::plan& pl) {
               ? " u" + std::to_string(pl.unroll)
               : "") +
          (pl.how == seg::strategy::ragged && pl.eager ? std::string(" e") : "") +
-         (pl.how == seg::strategy::ragged && pl.span_mid ? std::string(" m") : "") +
-         (pl.how == seg::strategy::ragged && pl.span_coop ? std::string(" c") : "");
+         (pl.how == seg::strategy::ragged && pl.span_mid ? std::string(" m") : "");
 }
 
 // The plan rule's inputs for this GPU, as the library reads them, with the columns kernel's
@@ -252,8 +252,9 @@ report run_segmented_bench(const segmented_bench_options& opt) {
         return c.how == rule.how && c.col_vecs == rule.col_vecs && c.per_seg == rule.per_seg && c.col_ring == rule.col_ring &&
                c.split_block == rule.split_block && c.unroll == rule.unroll &&
                c.chunk == rule.chunk && c.tiles == rule.tiles && c.eager == rule.eager && c.span == rule.span &&
+               c.stripe == rule.stripe &&
                (c.span == 0 || (c.short_max == rule.short_max && c.span_segs == rule.span_segs &&
-                                c.span_mid == rule.span_mid && c.span_coop == rule.span_coop)) &&
+                                c.span_mid == rule.span_mid)) &&
                (c.how != seg::strategy::thin && c.how != seg::strategy::group && c.how != seg::strategy::ragged
                     ? true
                     : c.group == rule.group);

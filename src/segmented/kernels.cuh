@@ -47,7 +47,7 @@ struct seg_args {
   std::uint64_t span;                        // ragged spans: window bytes a warp (0: none)
   int span_segs;                             // and segments a warp takes at a time (1-32)
   bool span_mid;                             // and the warp folds its middle segments from the window
-  bool span_coop;                            // or its lanes fold equal slices of each window (seg_span_kernel's COOP)
+  std::uint64_t stripe, stripes;             // ragged stripes: a warp's elements and the count (0: none)
 };
 
 // Ragged: the second status word says whether the segments are in order (end[s] <= begin[s+1]);
@@ -303,6 +303,20 @@ __global__ void __launch_bounds__(BLOCK) seg_group_kernel(seg_args<T, Op> a) {
   group_body<T, Op, BLOCK, U, EAGER>(a);
 }
 
+// The start of a ragged kernel that needs the offsets in order (spans, tiles, stripes): the
+// previous launch's writes, the offset check's verdict; offsets out of order run the lane
+// groups' body (the plan's lanes a segment) here. True where the caller goes on.
+template <class T, class Op, int BLOCK>
+__device__ __forceinline__ bool ragged_in_order(const seg_args<T, Op>& a) {
+  kernel_entry();
+  if (status_bad(a.d_status)) return false;
+  if (a.d_status[1] != kSorted) {
+    group_body<T, Op, BLOCK, 4>(a);
+    return false;
+  }
+  return true;
+}
+
 // Ragged spans (offsets in order, unary ops): a warp takes span_segs (1-32) consecutive segments,
 // a lane each, and copies the elements they cover into its shared-memory window (cp.async, 16-byte
 // vectors of whole lines: every byte once, a window of loads in flight, whatever the lengths)
@@ -392,88 +406,8 @@ __device__ __forceinline__ void span_fill(T* img, const T* in, std::int64_t wa, 
   __syncwarp();
 }
 
-// Cooperative windows (plan.span_coop): the warp's lanes fold equal slices of the window [x0, x1)
-// (q whole vectors each from wa, clipped to [x0, x1)), whatever the segments' lengths, so a warp
-// no longer waits for its longest lane. tb / te: the batch's offsets (lane i's segment at i),
-// the run's segments f .. r in order and apart. A lane folds the part of each segment meeting its
-// slice (range_share's one-lane order within it); a segment inside the slice is written there;
-// the parts of one spanning several lanes join by a segmented scan across the lanes (lane l's
-// last part after lane l - 1's, Hillis-Steele, a fixed tree), and the lane where it ends writes
-// it. carry / carry_i: the part of the segment open at x0 (from the run's earlier windows, -1:
-// none), which lane 0 folds first; on return the one open at x1. The bits differ from the
-// one-lane plans' (another association), and are the same every run.
-//   f32, 96 vectors a window: q = 3, lane l folds elements [12l, 12l + 12) of it; a segment over
-//   elements [6, 30) is parts [6, 12) (lane 0), [12, 24) (lane 1), [24, 30) (lane 2): the scan
-//   joins lane 0's and 1's, lane 2 adds its own and writes.
-template <class T, class Op>
-__device__ __forceinline__ void span_coop_window(const seg_args<T, Op>& a, const T* img, std::int64_t wa,
-                                                 std::int64_t x0, std::int64_t x1, const std::int64_t* tb,
-                                                 const std::int64_t* te, int f, int r, std::uint64_t s0,
-                                                 typename Op::acc_type& carry, int& carry_i, unsigned lane) {
-  using Acc = typename Op::acc_type;
-  constexpr unsigned kAll = 0xffffffffu;
-  constexpr std::int64_t VN = vec16<T>::size;
-  // Vectors a lane, odd: the lanes' slices start an odd number of 16-byte vectors apart, so eight
-  // lanes reading their k-th vectors together touch eight different bank quads (a multiple of
-  // eight apart would put all of them on one).
-  std::int64_t q = ((x1 - wa + VN - 1) / VN + 31) / 32;
-  q += (q & 1) == 0;
-  const std::int64_t raw = wa + static_cast<std::int64_t>(lane) * q * VN;
-  const std::int64_t p0 = raw > x0 ? raw : x0, p1 = raw + q * VN < x1 ? raw + q * VN : x1;
-  Acc head = Op::identity(), tail = Op::identity();
-  int head_i = -1, tail_i = -1;  // begun before p0 and ending in the slice; going on past p1
-  if (p0 < p1) {
-    int lo = f, hi = r;  // the first segment ending past p0 (ends in order; te[r] >= x1 > p0)
-    while (lo < hi) {
-      const int mid = (lo + hi) / 2;
-      if (te[mid] > p0) hi = mid;
-      else lo = mid + 1;
-    }
-    for (int i = lo; i <= r && tb[i] < p1; ++i) {
-      const std::int64_t b = tb[i], e = te[i];
-      const std::int64_t l0 = b > p0 ? b : p0, l1 = e < p1 ? e : p1;
-      if (l0 >= l1) continue;  // an empty segment (its own lane writes it)
-      Acc v = lane == 0 && i == carry_i ? carry : Op::identity();
-      v = image_fold<T, Op>(v, img + (l0 - wa), a.d_in + l0, static_cast<std::uint64_t>(l0 - b),
-                            static_cast<std::uint64_t>(l1 - l0));
-      const bool before = b < p0, after = e > p1;
-      if (after) {
-        tail = v, tail_i = i;  // (also where it began before: the lane's whole slice)
-      } else if (before) {
-        head = v, head_i = i;
-      } else {
-        a.d_out[s0 + static_cast<unsigned>(i)] = core::finalize_with<Op>(v, static_cast<std::uint64_t>(e - b), a.d_in + b);
-      }
-    }
-  }
-  // The tails, joined with the previous lanes' tails of the same segment (inclusive, segmented).
-  Acc P = tail;
-  const int before_i = __shfl_up_sync(kAll, tail_i, 1);  // every lane shuffles (not under the ||)
-  bool head_of_run = lane == 0 || tail_i < 0 || before_i != tail_i;
-#pragma unroll
-  for (int d = 1; d < 32; d <<= 1) {
-    const Acc up = core::shfl_words(P, [d](std::uint32_t x) { return __shfl_up_sync(kAll, x, d); });
-    const bool up_head = __shfl_up_sync(kAll, head_of_run, d);
-    if (lane >= static_cast<unsigned>(d)) {
-      if (!head_of_run) P = Op::combine(up, P);
-      head_of_run = head_of_run || up_head;
-    }
-  }
-  const Acc before_me = core::shfl_words(P, [](std::uint32_t x) { return __shfl_up_sync(kAll, x, 1); });
-  if (head_i >= 0) {  // lane > 0: lane - 1's tail is this segment (lane 0's head holds the carry)
-    const Acc v = lane > 0 && before_i == head_i ? Op::combine(before_me, head) : head;
-    a.d_out[s0 + static_cast<unsigned>(head_i)] =
-        core::finalize_with<Op>(v, static_cast<std::uint64_t>(te[head_i] - tb[head_i]), a.d_in + tb[head_i]);
-  }
-  // The segment open at x1: the tail of the lane holding element x1 - 1.
-  const int last = static_cast<int>((x1 - 1 - wa) / VN / q);
-  carry = core::shfl_idx(P, last);
-  carry_i = __shfl_sync(kAll, tail_i, last);
-}
-
-template <class T, class Op, int BLOCK, bool COOP = false>
-__device__ __forceinline__ void span_body(const seg_args<T, Op>& a, T* img,
-                                          std::int64_t* tab = nullptr) {
+template <class T, class Op, int BLOCK>
+__device__ __forceinline__ void span_body(const seg_args<T, Op>& a, T* img) {
   using Acc = typename Op::acc_type;
   constexpr unsigned kAll = 0xffffffffu;
   const unsigned lane = threadIdx.x & 31u;
@@ -495,56 +429,42 @@ __device__ __forceinline__ void span_body(const seg_args<T, Op>& a, T* img,
     const std::int64_t b = nb, e = ne;
     offsets(bt + warps, nb, ne);  // the next batch's offsets load meanwhile
     const std::uint64_t len = static_cast<std::uint64_t>(e - b);
-    // COOP: every segment of up to a chunk is folded from the windows by the warp's lanes
-    // together; a lane writes its empty one.
-    const bool mine = COOP ? valid && len == 0 : valid && len <= a.short_max;
-    const bool own = !COOP && mine && len > 0;                                  // the lane folds it alone
-    const bool mid = !COOP && a.span_mid && valid && !mine && len <= a.chunk;  // the warp, from the windows
-    const bool act = COOP ? valid && len > 0 && len <= a.chunk : own || mid;   // in the runs of windows
-    if constexpr (COOP) {
-      __syncwarp();  // the last batch's windows have read the table
-      tab[lane] = b, tab[32 + lane] = e;
-      __syncwarp();
-    }
+    const bool mine = valid && len <= a.short_max;
+    const bool own = mine && len > 0;                               // the lane folds it alone
+    const bool mid = a.span_mid && valid && !mine && len <= a.chunk;  // the warp, from the windows
+    const bool act = own || mid;                                    // in the runs of windows
     const unsigned am = __ballot_sync(kAll, act);
     // A run ends at an active lane whose next active lane begins more than kSpanGap past its end.
     const unsigned above = lane == 31 ? 0u : am & (kAll << (lane + 1));
     const std::int64_t next_b = __shfl_sync(kAll, b, above ? __ffs(above) - 1 : static_cast<int>(lane));
     const unsigned ends = __ballot_sync(kAll, act && (above == 0 || next_b - e > kSpanGap));
-    Acc acc = Op::identity();                   // the lane's segment
-    [[maybe_unused]] Acc macc = Op::identity();  // its share of the open middle one
+    Acc acc = Op::identity(), macc = Op::identity();  // the lane's segment; its share of the open middle one
     unsigned left = am;
     while (left != 0) {  // warp-uniform: a run of windows over lanes f .. r
       const int f = __ffs(left) - 1;
       const int r = __ffs(ends & (kAll << f)) - 1;
       const std::int64_t run_end = __shfl_sync(kAll, e, r);
-      [[maybe_unused]] Acc carry = Op::identity();  // COOP: the part of the segment open between windows
-      [[maybe_unused]] int carry_i = -1;
       for (std::int64_t x0 = __shfl_sync(kAll, b, f); x0 < run_end;) {
         const std::int64_t wa = x0 - static_cast<std::int64_t>((reinterpret_cast<std::uintptr_t>(a.d_in + x0) & 15u) / sizeof(T));
         const std::int64_t x1 = wa + win < run_end ? wa + win : run_end;
         span_fill<T>(img, a.d_in, wa, x0, x1, lane);
-        if constexpr (COOP) {
-          span_coop_window<T, Op>(a, img, wa, x0, x1, tab, tab + 32, f, r, bt * per, carry, carry_i, lane);
-        } else {
-          const std::int64_t lo = b > x0 ? b : x0, hi = e < x1 ? e : x1;
-          if (own && lo < hi)
-            acc = image_fold<T, Op>(acc, img + (lo - wa), a.d_in + lo, static_cast<std::uint64_t>(lo - b),
-                                    static_cast<std::uint64_t>(hi - lo));
-          // The middle segments meeting the window, in order (at most the last stays open).
-          for (unsigned mm = __ballot_sync(kAll, mid && lo < hi); mm != 0; mm &= mm - 1) {  // warp-uniform
-            const int src = __ffs(mm) - 1;
-            const std::int64_t mb = __shfl_sync(kAll, b, src), me = __shfl_sync(kAll, e, src);
-            const std::int64_t plo = mb > x0 ? mb : x0, phi = me < x1 ? me : x1;
-            macc = image_warp_fold<T, Op>(macc, img, wa, a.d_in, mb, static_cast<std::uint64_t>(me - mb),
-                                          static_cast<std::uint64_t>(plo - mb), static_cast<std::uint64_t>(phi - mb), lane);
-            if (me <= x1) {  // it ends here
-              const Acc r = core::warp_reduce<Op, true>(macc);
-              if (lane == 0)
-                a.d_out[bt * per + static_cast<unsigned>(src)] =
-                    core::finalize_with<Op>(r, static_cast<std::uint64_t>(me - mb), a.d_in + mb);
-              macc = Op::identity();
-            }
+        const std::int64_t lo = b > x0 ? b : x0, hi = e < x1 ? e : x1;
+        if (own && lo < hi)
+          acc = image_fold<T, Op>(acc, img + (lo - wa), a.d_in + lo, static_cast<std::uint64_t>(lo - b),
+                                  static_cast<std::uint64_t>(hi - lo));
+        // The middle segments meeting the window, in order (at most the last stays open).
+        for (unsigned mm = __ballot_sync(kAll, mid && lo < hi); mm != 0; mm &= mm - 1) {  // warp-uniform
+          const int src = __ffs(mm) - 1;
+          const std::int64_t mb = __shfl_sync(kAll, b, src), me = __shfl_sync(kAll, e, src);
+          const std::int64_t plo = mb > x0 ? mb : x0, phi = me < x1 ? me : x1;
+          macc = image_warp_fold<T, Op>(macc, img, wa, a.d_in, mb, static_cast<std::uint64_t>(me - mb),
+                                        static_cast<std::uint64_t>(plo - mb), static_cast<std::uint64_t>(phi - mb), lane);
+          if (me <= x1) {  // it ends here
+            const Acc r = core::warp_reduce<Op, true>(macc);
+            if (lane == 0)
+              a.d_out[bt * per + static_cast<unsigned>(src)] =
+                  core::finalize_with<Op>(r, static_cast<std::uint64_t>(me - mb), a.d_in + mb);
+            macc = Op::identity();
           }
         }
         __syncwarp();  // the window is free for the next fill
@@ -553,33 +473,18 @@ __device__ __forceinline__ void span_body(const seg_args<T, Op>& a, T* img,
       left &= r == 31 ? 0u : kAll << (r + 1);
     }
     if (mine) a.d_out[s] = core::finalize_with<Op>(acc, len, a.d_in + b);
-    warp_longer<T, Op, 8>(a, __ballot_sync(kAll, valid && !mine && !act), true, s, static_cast<std::uint64_t>(b), len, lane);
+    warp_longer<T, Op, 8>(a, __ballot_sync(kAll, valid && !mine && !mid), true, s, static_cast<std::uint64_t>(b), len, lane);
   }
 }
 
 // Short ragged segments as spans (span_body) where the offsets are in order; otherwise the lane
-// groups' body (the plan's lanes a segment). a.span bytes of dynamic shared memory a warp; COOP
-// (cooperative windows, span_coop_window) also a table of the batch's offsets a warp (512 bytes).
-template <class T, class Op, int BLOCK, bool COOP = false>
+// groups' body (the plan's lanes a segment). a.span bytes of dynamic shared memory a warp.
+template <class T, class Op, int BLOCK>
 __global__ void __launch_bounds__(BLOCK, 512 / BLOCK) seg_span_kernel(seg_args<T, Op> a) {  // up to 128 registers
-  kernel_entry();
-  if (status_bad(a.d_status)) return;
-  if (a.d_status[1] != kSorted) {
-    group_body<T, Op, BLOCK, 4>(a);
-    return;
-  }
+  if (!ragged_in_order<T, Op, BLOCK>(a)) return;
   extern __shared__ __align__(16) unsigned char span_smem[];
-  T* img = reinterpret_cast<T*>(span_smem + (threadIdx.x / 32) * a.span);
-  if constexpr (COOP) {
-    __shared__ std::int64_t tab[BLOCK / 32][64];
-    span_body<T, Op, BLOCK, true>(a, img, tab[threadIdx.x / 32]);
-  } else {
-    span_body<T, Op, BLOCK>(a, img);
-  }
+  span_body<T, Op, BLOCK>(a, reinterpret_cast<T*>(span_smem + (threadIdx.x / 32) * a.span));
 }
-// Cooperative windows for 4-byte elements and accumulators (f32 sums, minima, maxima, ...).
-template <class T, class Op>
-inline constexpr bool kSpanCoop = sizeof(T) == 4 && sizeof(typename Op::acc_type) == 4;
 
 // Ops whose combine gives the same bits in either order (integer and float sums, the means of
 // sums): row tiles may then reduce-scatter their steps' partials instead of a tree per step.
@@ -787,13 +692,29 @@ __global__ void __launch_bounds__(BLOCK) seg_chunk_kernel(seg_args<T, Op> a) {
 // lane l takes every 32nd, then the warp's tree) and writes the segment's result. Tile plans
 // add a thread per tile after the chunks' warps: where a segment begun in the tile runs past
 // its end, the thread adds the partials of the tiles it reaches, in order (a segment of at most
-// a chunk: a few tiles).
+// a chunk: a few tiles). Stripe plans (no chunks), a warp a stripe instead: where a segment begun
+// in stripe k runs past its end, its partial there, then the entering partials of the stripes it
+// reaches (lane l takes every 32nd, then the warp's tree), written as the segment's result.
 template <class T, class Op, int BLOCK>
 __global__ void __launch_bounds__(BLOCK) seg_fixup_kernel(seg_args<T, Op> a) {
   kernel_entry();
   using Acc = typename Op::acc_type;
   if (status_bad(a.d_status) || a.d_status[1] != kSorted) return;
   const ragged_ws<Acc> w(a.d_partials, a.chunks, a.tiles);
+  if (a.stripes > 0) {  // stripe plans: a warp a stripe
+    const std::uint64_t k = (std::uint64_t(blockIdx.x) * BLOCK + threadIdx.x) / 32;
+    const unsigned lane = threadIdx.x & 31u;
+    if (k >= a.stripes) return;  // warp-uniform
+    const std::int64_t s = w.tail_seg[k];
+    if (s < 0 || static_cast<std::uint64_t>(s) >= a.p.outer) return;
+    const std::int64_t b = a.p.d_begin[s], e = a.p.d_end[s];
+    const std::uint64_t last = static_cast<std::uint64_t>(e - 1) / a.stripe;
+    Acc r = Op::identity();
+    for (std::uint64_t t = k + 1 + lane; t <= last; t += 32) r = Op::combine(r, w.head_part[t]);
+    r = core::warp_reduce<Op, true>(r);
+    if (lane == 0) a.d_out[s] = core::finalize_with<Op>(Op::combine(w.tail_part[k], r), static_cast<std::uint64_t>(e - b), a.d_in + b);
+    return;
+  }
   const std::uint64_t chunk_blocks = (a.chunks * 32 + BLOCK - 1) / BLOCK;
   if (blockIdx.x >= chunk_blocks) {  // block-uniform: the tiles' part
     const std::uint64_t k = (std::uint64_t(blockIdx.x) - chunk_blocks) * BLOCK + threadIdx.x;
@@ -954,6 +875,25 @@ __global__ void __launch_bounds__(BLOCK) seg_pieces_kernel(seg_args<T, Op> a) {
 //   gap [0,1)); thread 0 (elements 0-3) writes [1,3) and has the tail x3 of [3,7); thread 1 (4-7)
 //   has the head x4+x5+x6 of [3,7), which the scan ends as x3 + (x4+x5+x6), and the tail x7 of
 //   [7,12), which leaves the tile.
+// The segmented scan across a warp's lanes (inclusive, in lane order, the same tree every time):
+// a lane whose f is false continues the run of the lanes before it (val becomes their partial,
+// then its own), one whose f is true restarts it; on return f says whether any lane up to this
+// one restarts. The tile and stripe kernels carry runs across their lanes with it.
+template <class Op>
+__device__ __forceinline__ void warp_segmented_scan(typename Op::acc_type& val, bool& f, unsigned lane) {
+  using Acc = typename Op::acc_type;
+#pragma unroll
+  for (int d = 1; d < 32; d *= 2) {
+    const int src = static_cast<int>(lane) - d < 0 ? 0 : static_cast<int>(lane) - d;
+    const Acc pv = core::shfl_idx(val, src);
+    const bool pf = __shfl_sync(0xffffffffu, f, src);
+    if (static_cast<int>(lane) >= d) {
+      if (!f) val = Op::combine(pv, val);
+      f = f || pf;
+    }
+  }
+}
+
 template <class T, class Op, int BLOCK>
 struct tile_smem {
   static constexpr int kWords = BLOCK * kTileElemsPerThread / 32;
@@ -1076,16 +1016,7 @@ __device__ __forceinline__ void tile_body(const seg_args<T, Op>& a, const ragged
   const bool through = first < 0;
   bool f = !through;
   Acc val = through || run >= 0 ? acc : Op::identity();
-#pragma unroll
-  for (int d = 1; d < 32; d *= 2) {
-    const int src = static_cast<int>(lane) - d < 0 ? 0 : static_cast<int>(lane) - d;
-    const Acc pv = core::shfl_idx(val, src);
-    const bool pf = __shfl_sync(kAll, f, src);
-    if (static_cast<int>(lane) >= d) {
-      if (!f) val = Op::combine(pv, val);
-      f = f || pf;
-    }
-  }
+  warp_segmented_scan<Op>(val, f, lane);
   if (lane == 31) sm.warp_v[warp] = val, sm.warp_f[warp] = f;
   __syncthreads();  // also: every thread is done with the marks
   if (tid < tile_smem<T, Op, BLOCK>::kWords) sm.bmap[tid] = 0, sm.gmap[tid] = 0;  // clean for the next tile
@@ -1120,13 +1051,8 @@ inline constexpr int kTileMinBlocks = sizeof(typename Op::acc_type) <= 8 ? 4 : 1
 
 template <class T, class Op, int BLOCK>
 __global__ void __launch_bounds__(BLOCK, kTileMinBlocks<Op>) seg_tile_kernel(seg_args<T, Op> a) {
-  kernel_entry();
-  if (status_bad(a.d_status)) return;
   // The partition is whole where the offsets are in order (one write a tile then).
-  if (a.d_status[1] != kSorted) {
-    group_body<T, Op, BLOCK, 4>(a);
-    return;
-  }
+  if (!ragged_in_order<T, Op, BLOCK>(a)) return;
   using Acc = typename Op::acc_type;
   __shared__ tile_smem<T, Op, BLOCK> sm;
   static_assert(BLOCK >= tile_smem<T, Op, BLOCK>::kWords, "at most a word of each mark map a thread");
@@ -1151,6 +1077,244 @@ __global__ void __launch_bounds__(BLOCK, kTileMinBlocks<Op>) seg_tile_kernel(seg
     __syncthreads();  // the entries are read
   }
 }
+
+// Ragged stripes, offsets in order (plan.stripe > 0): warp k reads stripe k of the input,
+// [k * S, (k + 1) * S) with S = a.stripe (a multiple of kTileElems; the warp finds the first
+// segment beginning in it by a 32-way search of the begins), as warp tiles of TW = 512
+// elements, lane l folding elements [16 l, 16 l + 16) of each. Whatever the segments' lengths,
+// every element is read once, by whole 16-byte vectors in the order of the input (cp.async into
+// one of two stages a warp, the next tile's copies in flight while a tile is folded); a lane
+// reads its 16 elements back in a row (slots rotated so that the eight lanes of a quarter warp
+// touch eight bank quads).
+//
+// The warp holds the offsets of 32 segments, a lane each (the next 32 loading meanwhile). For
+// each tile, the lanes mark where runs start: a bit and the segment in `run_seg` where a non-empty
+// segment begins, a bit and -1 where one ends (a gap, or the next one's begin mark replaces it)
+// and at n; an empty segment is written by its lane. Each lane folds its 16 elements in one pass,
+// closing a run at each of its marks (a run begun and ended in the lane is written there); the
+// run open at its first element is the last mark of a lane before it, or the run open at the
+// tile's start. A scan across the lanes (a restart flag and a partial, the same tree every time)
+// carries runs across lanes, and the run open at the tile's end, with its partial, into the next
+// tile: a segment of any length is folded in the stripe without a second pass. Only the segment
+// entering the stripe (its partial up to where it ends: head_part) and the one leaving it
+// (tail_part, tail_seg) go to the workspace, for the stripe fix-up. The bits differ from the
+// lane groups' (another association) and are the same every run for a given stripe length.
+//
+//   TW = 8 (two lanes of 4), segments [1,3) [3,7) [7,12) in a stripe from 0: marks 1 (run 0),
+//   3 (run 1), 7 (run 2) and the end marks 3 and 7 replaced by the begins; lane 0 (elements 0-3)
+//   folds x0 (the gap before segment 0, dropped), writes segment 0 (x1+x2) and has the tail x3;
+//   lane 1 has the head x4+x5+x6, which the scan ends as x3 + (x4+x5+x6), and x7 of segment 2,
+//   open at the tile's end: the next tile's lane 0 continues it.
+inline constexpr int kStripeStages = 2;  // (three, with six blocks an SM, measured slower: tuning.md)
+template <class T>
+inline constexpr std::size_t kStripeWarpBytes = kStripeStages * kStripeTileElems * sizeof(T) + kStripeTileElems * 4 + kStripeTileElems / 8;
+
+// A commit of this thread's cp.async copies so far; the wait for all but the last N commits.
+__device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void copy_async_wait_group() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// The slot in a stage of vector u (of NV) of lane `owner`'s 16 elements.
+template <int NV>
+__device__ __forceinline__ int stripe_slot(int owner, int u) {
+  return owner * NV + ((u + owner / (8 / NV)) & (NV - 1));
+}
+
+template <class T, class Op>
+__device__ __forceinline__ void stripe_body(const seg_args<T, Op>& a, const ragged_ws<typename Op::acc_type>& ws,
+                                            std::uint64_t k, unsigned char* smem) {
+  using Acc = typename Op::acc_type;
+  using V = vec16<T>;
+  constexpr int VN = V::size, E = kStripeLaneElems, NV = E / VN;
+  constexpr std::int64_t TW = kStripeTileElems;
+  static_assert(E == 16 && E % VN == 0 && NV >= 1 && NV <= 8, "a lane's elements: whole vectors, half a mark word");
+  constexpr unsigned kAll = 0xffffffffu;
+  constexpr std::int64_t kNone = INT64_MAX;
+  const unsigned lane = threadIdx.x & 31u;
+  const std::int64_t n = static_cast<std::int64_t>(a.p.n), segs = static_cast<std::int64_t>(a.p.outer);
+  const std::int64_t S = static_cast<std::int64_t>(a.stripe);
+  const std::int64_t P0 = static_cast<std::int64_t>(k) * S, P1 = P0 + S < n ? P0 + S : n;
+  const bool last_stripe = k + 1 == a.stripes;
+  V* stage = reinterpret_cast<V*>(smem);
+  std::int32_t* run_seg = reinterpret_cast<std::int32_t*>(smem + kStripeStages * TW * sizeof(T));
+  std::uint32_t* bm = reinterpret_cast<std::uint32_t*>(run_seg + TW);
+  const std::int64_t ntiles = (P1 - P0 + TW - 1) / TW;
+  int slot[NV];  // this lane's vectors' slots in a stage (it copies vectors u * 32 + lane)
+#pragma unroll
+  for (int u = 0; u < NV; ++u) slot[u] = stripe_slot<NV>((u * 32 + static_cast<int>(lane)) / NV, (u * 32 + static_cast<int>(lane)) % NV);
+  auto fill = [&](std::int64_t i) {
+    const std::int64_t t0 = P0 + i * TW;
+    V* st = stage + (i % kStripeStages) * (32 * NV);
+    if (a.p.aligned16 && t0 + TW <= n) {  // warp-uniform: whole vectors
+      const V* src = reinterpret_cast<const V*>(a.d_in + t0) + lane;
+#pragma unroll
+      for (int u = 0; u < NV; ++u) copy16_async(st + slot[u], src + u * 32);
+      copy_async_commit();
+      return;
+    }
+#pragma unroll
+    for (int u = 0; u < NV; ++u) {
+      const int g = u * 32 + static_cast<int>(lane);
+      V* dst = st + stripe_slot<NV>(g / NV, g % NV);
+      const std::int64_t x = t0 + static_cast<std::int64_t>(g) * VN;  // the vector's first element
+      if (a.p.aligned16 && x + VN <= n) {
+        copy16_async(dst, a.d_in + x);
+      } else {  // not aligned, or the vector at or past n
+        V v;
+#pragma unroll
+        for (int c = 0; c < VN; ++c) v.e[c] = x + c < n ? a.d_in[x + c] : T{};
+        *dst = v;
+      }
+    }
+    copy_async_commit();
+  };
+#pragma unroll
+  for (int i = 0; i + 1 < kStripeStages; ++i) {  // the first tiles in flight
+    if (i < ntiles) fill(i);
+    else copy_async_commit();  // (an empty group: the waits count groups)
+  }
+  if (lane < TW / 32) bm[lane] = 0;  // the marks start clean (each tile clears them after it)
+  __syncwarp();
+  // The first segment beginning at or after P0 (the begins are in order): the warp probes 32
+  // places of [lo, hi) at a time (about log32(segments) rounds), then the last 32.
+  std::int64_t lo = 0, hi = segs;  // the answer lies in [lo, hi]
+  while (hi - lo > 32) {           // warp-uniform
+    const std::int64_t step = (hi - lo + 31) / 32, at = lo + static_cast<std::int64_t>(lane) * step;
+    const int c = __popc(__ballot_sync(kAll, at < hi && a.p.d_begin[at] < P0));  // a prefix of the probes
+    if (c == 0) {
+      hi = lo;
+    } else {
+      hi = lo + c * step < hi ? lo + c * step : hi;
+      lo += (c - 1) * step + 1;
+    }
+  }
+  lo += __popc(__ballot_sync(kAll, lo + lane < hi && a.p.d_begin[lo + lane] < P0));
+  const std::int64_t s_lo = lo;
+  // The batch of 32 segments (lane j: segment sbase + j; past the last: kNone) and the next.
+  std::int64_t sbase = s_lo > 0 ? s_lo - 1 : 0;
+  auto batch = [&](std::int64_t base, std::int64_t& b, std::int64_t& e) {
+    const std::int64_t s = base + static_cast<std::int64_t>(lane);
+    b = e = kNone;
+    if (s < segs) b = a.p.d_begin[s], e = a.p.d_end[s];
+  };
+  std::int64_t cb, ce, nb, ne;
+  batch(sbase, cb, ce);
+  batch(sbase + 32, nb, ne);
+  // The run open at the stripe's start: the segment begun before it that reaches into it, else a gap.
+  const std::int64_t enter = s_lo > 0 && __shfl_sync(kAll, ce, 0) > P0 ? s_lo - 1 : -1;
+  int open_seg = static_cast<int>(enter);
+  std::int64_t open_b = __shfl_sync(kAll, cb, 0);
+  Acc open_acc = Op::identity();
+  for (std::int64_t i = 0; i < ntiles; ++i) {  // warp-uniform
+    const std::int64_t t0 = P0 + i * TW, tw_end = t0 + TW;
+    const std::int64_t tend = last_stripe && i + 1 == ntiles ? kNone : tw_end;  // empty segments before it are the tile's
+    if (i + kStripeStages - 1 < ntiles) fill(i + kStripeStages - 1);
+    else copy_async_commit();
+    auto mark = [&](std::int64_t pos, std::int32_t run) {
+      atomicOr(&bm[pos >> 5], 1u << (pos & 31));
+      run_seg[pos] = run;
+    };
+    if (lane == 0 && n >= t0 && n < tw_end) mark(n - t0, -1);
+    for (;;) {  // warp-uniform: batches until one ends past the tile
+      const bool nonempty = cb < ce;
+      if (nonempty && ce >= t0 && ce < tw_end && ce < n) mark(ce - t0, -1);
+      if (cb == ce && cb >= t0 && cb < tend)
+        a.d_out[sbase + lane] = core::finalize_with<Op>(Op::identity(), 0, a.d_in + cb);
+      __syncwarp();  // a begin mark replaces an end mark at its position
+      if (nonempty && cb >= t0 && cb < tw_end) mark(cb - t0, static_cast<std::int32_t>(sbase + lane));
+      if (__shfl_sync(kAll, ce, 31) >= tw_end) break;  // (kNone past the last segment)
+      sbase += 32;
+      cb = nb, ce = ne;
+      batch(sbase + 32, nb, ne);
+    }
+    copy_async_wait_group<kStripeStages - 1>();  // this tile's copies (the next ones may still be in flight)
+    __syncwarp();                // every lane's copies and marks
+    const V* st = stage + (i % kStripeStages) * (32 * NV);
+    T x[E];
+#pragma unroll
+    for (int u = 0; u < NV; ++u) {
+      const V v = st[stripe_slot<NV>(static_cast<int>(lane), u)];
+#pragma unroll
+      for (int c = 0; c < VN; ++c) x[u * VN + c] = v.e[c];
+    }
+    const std::uint32_t bits = (bm[lane >> 1] >> ((lane & 1u) * 16u)) & 0xffffu;
+    const int r0 = static_cast<int>(lane) * E;
+    // The run open at this lane's first element: the last mark of the lanes before it, else the tile's.
+    const int my_last = bits != 0 ? r0 + 31 - __clz(static_cast<int>(bits)) : -1;
+    const unsigned lower = __ballot_sync(kAll, bits != 0) & ((1u << lane) - 1u);
+    const int hp = __shfl_sync(kAll, my_last, lower != 0 ? 31 - __clz(static_cast<int>(lower)) : static_cast<int>(lane));
+    int run = open_seg;
+    std::int64_t head_b = open_b;  // the first element of the run open at the lane's start
+    if (lower != 0) run = run_seg[hp], head_b = t0 + hp;
+    const int head_run = run;
+    Acc acc = Op::identity(), head = Op::identity();
+    int first = -1, rbl = -1;  // the first mark; the run opened at the last one (relative to t0; -1: none yet)
+#pragma unroll
+    for (int j = 0; j < E; ++j) {
+      const int q = r0 + j;
+      if ((bits >> j) & 1u) {
+        if (first < 0) {
+          head = acc, first = j;
+        } else if (run >= 0) {
+          a.d_out[run] = core::finalize_with<Op>(acc, static_cast<std::uint64_t>(q - rbl), a.d_in + t0 + rbl);
+        }
+        run = run_seg[q], rbl = q;
+        acc = Op::identity();
+      }
+      const std::uint64_t idx = rbl >= 0 ? static_cast<std::uint64_t>(q - rbl) : static_cast<std::uint64_t>(t0 + q - head_b);
+      acc = Op::combine(acc, core::transform_elem<Op>(x[j], idx));
+    }
+    const std::int64_t rb = rbl >= 0 ? t0 + rbl : head_b;  // the run open at the lane's end
+    // The scan across the lanes: a lane inside one run passes the partial on (flag 0), any other
+    // restarts it with its tail (or nothing: a gap).
+    const bool through = first < 0;
+    bool f = !through;
+    Acc val = through || run >= 0 ? acc : Op::identity();
+    warp_segmented_scan<Op>(val, f, lane);
+    if (!f) val = Op::combine(open_acc, val);  // the run open at the tile's start, through this lane
+    Acc before = core::shfl_idx(val, lane == 0 ? 0 : static_cast<int>(lane) - 1);
+    if (lane == 0) before = open_acc;
+    if (!through && head_run >= 0) {
+      const Acc total = Op::combine(before, head);
+      if (head_run == enter)
+        ws.head_part[k] = total;  // the segment entering the stripe ends here: the fix-up adds the rest
+      else
+        a.d_out[head_run] = core::finalize_with<Op>(total, static_cast<std::uint64_t>(t0 + r0 + first - head_b), a.d_in + head_b);
+    }
+    open_acc = core::shfl_idx(val, 31);
+    open_seg = __shfl_sync(kAll, run, 31);
+    open_b = __shfl_sync(kAll, rb, 31);
+    __syncwarp();  // every lane has read the marks and the stage
+    if (lane < TW / 32) bm[lane] = 0;
+    __syncwarp();
+  }
+  if (lane == 0) {  // the run open at the stripe's end
+    if (open_seg >= 0 && open_seg == enter) {
+      ws.head_part[k] = open_acc, ws.tail_seg[k] = -1;  // the entering segment runs through the stripe
+    } else if (open_seg >= 0) {
+      ws.tail_part[k] = open_acc, ws.tail_seg[k] = open_seg;
+    } else {
+      ws.tail_seg[k] = -1;
+    }
+  }
+}
+
+// Eight blocks of four warps an SM (64 registers a thread) for accumulators of at most 8 bytes.
+template <class Op>
+inline constexpr int kStripeMinBlocks = sizeof(typename Op::acc_type) <= 8 ? 8 : 4;
+
+template <class T, class Op, int BLOCK>
+__global__ void __launch_bounds__(BLOCK, kStripeMinBlocks<Op>) seg_stripe_kernel(seg_args<T, Op> a) {
+  if (!ragged_in_order<T, Op, BLOCK>(a)) return;
+  extern __shared__ __align__(16) unsigned char stripe_smem[];
+  const std::uint64_t k = (std::uint64_t(blockIdx.x) * BLOCK + threadIdx.x) / 32;
+  if (k >= a.stripes) return;  // warp-uniform
+  const ragged_ws<typename Op::acc_type> ws(a.d_partials, a.chunks, a.tiles);
+  stripe_body<T, Op>(a, ws, k, stripe_smem + (threadIdx.x / 32) * kStripeWarpBytes<T>);
+}
+
 
 // Long contiguous segments: per_seg blocks per segment, each reducing a grid-stride share with
 // the core's block code (reduce_block_range: aligned 16-byte body, scalar head and tail, the

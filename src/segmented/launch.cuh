@@ -23,7 +23,7 @@ seg_args<T, Op> make_args(const void* d_in, const problem& p, const plan& pl, vo
           static_cast<typename Op::acc_type*>(
               core::segmented_scratch(*c.ws, scratch_bytes(p, pl, sizeof(T), sizeof(typename Op::acc_type)))),
           c.ws->d_seg_counters, c.d_status, pl.short_max, pl.chunk, pl.chunks, pl.tiles, pl.span, pl.span_segs, pl.span_mid,
-          pl.span_coop};
+          pl.stripe, pl.stripe > 0 ? (p.n + pl.stripe - 1) / pl.stripe : 0};
 }
 
 // Ragged problems: the offset check (and, for tile plans, each tile's first segment) ahead of the
@@ -32,7 +32,7 @@ template <class T, class Op>
 void check_offsets(const problem& p, const plan& pl, const seg_args<T, Op>& a, const seg_ctx& c) {
   if (!p.ragged() || pl.how == strategy::pieces) return;
   tile_partition part;
-  if (pl.how == strategy::ragged && pl.tiles > 0) {
+  if (pl.how == strategy::ragged && pl.tiles > 0 && pl.stripe == 0) {  // stripes find their own first segment
     const ragged_ws<typename Op::acc_type> w(a.d_partials, pl.chunks, pl.tiles);
     part.d_first = w.first;
     part.tile = static_cast<std::uint64_t>(kTileElems);
@@ -127,9 +127,9 @@ void go_resident(const Args& a, unsigned blocks, int block, const seg_ctx& c, co
 // kernel may take up to kSpanMaxBytes a warp, and the SM's largest carveout is asked for, so
 // that the blocks the registers allow also fit their windows), a grid of at most the blocks an
 // SM holds with that window (asked once per device and window size).
-template <class T, class Op, bool COOP = false>
+template <class T, class Op>
 void launch_span(const plan& pl, const seg_args<T, Op>& a, const seg_ctx& c, const char* what) {
-  constexpr auto kernel = seg_span_kernel<T, Op, kSpanBlock, COOP>;
+  constexpr auto kernel = seg_span_kernel<T, Op, kSpanBlock>;
   constexpr int kWarps = kSpanBlock / 32;
   constexpr int kSizes = 6;  // windows of 512 B .. 16 KiB
   static std::atomic<int> per_sm[64][kSizes];
@@ -159,6 +159,34 @@ void launch_span(const plan& pl, const seg_args<T, Op>& a, const seg_ctx& c, con
   const std::uint64_t wave = std::uint64_t(std::max(1, c.limits.sm_count)) * static_cast<std::uint64_t>(per);
   const auto blocks = static_cast<unsigned>(std::min<std::uint64_t>(pl.blocks, wave));
   core::check_cuda(core::launch_pdl(kernel, a, blocks, kSpanBlock, c.stream, smem), what);
+}
+
+// The stripe kernel of a plan (a warp a stripe; its stages, marks and runs in shared memory,
+// 24 KiB a block for 4-byte elements, 41 KiB for 8-byte ones; the SM's largest carveout asked
+// for once per device, so that the blocks the registers allow also fit), then the stripes' fix-up.
+template <class T, class Op>
+void launch_stripes(const seg_args<T, Op>& a, const seg_ctx& c, const char* what) {
+  constexpr auto kernel = seg_stripe_kernel<T, Op, kStripeBlock>;
+  constexpr std::size_t smem = std::size_t(kStripeBlock / 32) * kStripeWarpBytes<T>;
+  // Past 48 KiB a block (8-byte elements) the launch needs the opt-in, set before every such launch
+  // (a device reset clears it).
+  static std::atomic<bool> carveout[64];
+  if (smem > (std::size_t(48) << 10))
+    core::check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
+                     "cudaFuncSetAttribute(stripe kernel, dynamic shared memory)");
+  if (!carveout[c.dev->ordinal & 63].load(std::memory_order_relaxed)) {
+    core::check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                          static_cast<int>(cudaSharedmemCarveoutMaxShared)),
+                     "cudaFuncSetAttribute(stripe kernel, shared memory carveout)");
+    carveout[c.dev->ordinal & 63].store(true, std::memory_order_relaxed);
+  }
+  constexpr std::uint64_t kWarps = kStripeBlock / 32;
+  if (a.stripes == 0 || a.stripes > 0x7fffffffull) throw error("tally: internal error: ragged stripes out of range");
+  core::check_cuda(core::launch_pdl(kernel, a, static_cast<unsigned>((a.stripes + kWarps - 1) / kWarps), kStripeBlock,
+                                    c.stream, smem),
+                   what);
+  go(seg_fixup_kernel<T, Op, kFixupBlock>, a, static_cast<unsigned>((a.stripes * 32 + kFixupBlock - 1) / kFixupBlock),
+     kFixupBlock, c, "launching the segmented fix-up kernel (stripes)");
 }
 
 // The plans of contiguous rows (unary or binary ops): row tiles, lane groups or split blocks.
@@ -216,18 +244,15 @@ void launch(const void* d_in, const problem& p, bool, void* d_out, const seg_ctx
       constexpr const char* kGroup = "launching the segmented group kernel";
       constexpr const char* kEager = "launching the segmented group kernel (eager)";
       constexpr const char* kSpan = "launching the segmented span kernel";
-      constexpr const char* kSpanCoopName = "launching the segmented span kernel (cooperative windows)";
+      constexpr const char* kStripe = "launching the segmented stripe kernel";
+      if (pl.stripe > 0) {  // no chunks: a stripe folds segments of any length
+        record_kernel(kStripe);
+        return launch_stripes(a, c, kStripe);
+      }
       if (pl.tiles > 0) {
         if (pl.tiles > 0x7fffffffull) throw error("tally: internal error: too many ragged tiles");
         record_kernel(kTile);
         go_resident<seg_tile_kernel<T, Op, kTileBlock>>(a, static_cast<unsigned>(pl.tiles), kTileBlock, c, kTile);
-      } else if (pl.span > 0 && pl.span_coop) {  // forced_plan_refusal: 4-byte elements and accumulators only
-        if constexpr (kSpanCoop<T, Op>) {
-          record_kernel(kSpanCoopName);
-          launch_span<T, Op, true>(pl, a, c, kSpanCoopName);
-        } else {
-          throw error("tally: internal error: a cooperative span plan for this dtype and op");
-        }
       } else if (pl.span > 0) {
         record_kernel(kSpan);
         launch_span(pl, a, c, kSpan);

@@ -65,6 +65,8 @@ constexpr std::uint64_t kGroupRounds = 8;
 // GPU's threads; windows of kSpanRuleWindow bytes, a lane per segment of up to kSpanRuleLaneBytes,
 // the warp folding longer ones within a chunk from the windows.
 constexpr std::uint64_t kSpanBatchesPerWarp = 4;
+// Ragged stripes in the rule: segments of a mean of at most this many elements.
+constexpr std::uint64_t kStripeRuleMaxMean = 4096;
 constexpr std::uint64_t kSpanRuleWindow = std::uint64_t(16) << 10, kSpanRuleLaneBytes = std::uint64_t(1) << 10;
 // Rows of at most this many 16-byte vectors (a power of two) run as row tiles.
 constexpr std::uint64_t kRowTileVectors = 16;
@@ -100,10 +102,9 @@ constexpr std::uint64_t kCombineRounds = 4;
 constexpr std::uint64_t kThinLength = 16;
 constexpr std::uint64_t kThinMaxBlocks = std::uint64_t(1) << 20;
 
-// The kernels with two rounds of loads in flight (seg_columns_ring_kernel: 16-byte loads) and
-// with cooperative windows (seg_span_kernel's COOP) exist for 4-byte elements and accumulators
-// only (launch.cuh: kColumnRing, kSpanCoop); the rule, the candidates and the refusal of forced
-// plans all ask here.
+// The kernel with two rounds of loads in flight (seg_columns_ring_kernel: 16-byte loads) exists
+// for 4-byte elements and accumulators only (launch.cuh: kColumnRing); the rule, the candidates
+// and the refusal of forced plans all ask here.
 bool four_byte_ops(int elem_bytes, int acc_bytes) { return elem_bytes == 4 && acc_bytes == 4; }
 bool column_ring_fits(bool vec, int elem_bytes, int acc_bytes) { return vec && four_byte_ops(elem_bytes, acc_bytes); }
 
@@ -249,6 +250,27 @@ void fill_span(plan& r, const problem& p, int g, std::uint64_t chunk_bytes, std:
   if (mid) r.why += "; longer segments within a chunk folded by the warp from the windows";
 }
 
+// Ragged stripes: warps of the stripe kernel reading equal stripes of the input, whole tiles of
+// kTileElems each, `per` stripes a resident warp of the kernel (eight blocks of four warps an
+// SM); fill_ragged's tiles size the workspace (the per-tile entries hold the stripes' partials;
+// no partition: a warp searches the begins for its stripe's first segment). Offsets out of
+// order: g lanes a segment. False where the tiles do not fit (their segment count or the
+// workspace) or the input is empty.
+bool fill_stripes(plan& r, const problem& p, int g, std::uint64_t per, int elem_bytes, int acc_bytes, std::uint64_t sms,
+                  const device_limits& d) {
+  fill_ragged(r, p, g, kTileMaxChunk * static_cast<std::uint64_t>(elem_bytes), 4, true, elem_bytes, acc_bytes, sms, d);
+  if (r.tiles == 0 || p.n == 0) return false;
+  const std::uint64_t tile = static_cast<std::uint64_t>(kTileElems);
+  const std::uint64_t warps = sms * static_cast<std::uint64_t>(kStripeWarpsPerSm) * per;
+  r.stripe = ceil_div(ceil_div(p.n, warps), tile) * tile;
+  const std::uint64_t stripes = ceil_div(p.n, r.stripe);
+  r.blocks = static_cast<unsigned>(ceil_div(stripes, static_cast<std::uint64_t>(kStripeBlock / 32)));
+  r.why = std::to_string(stripes) + " stripes of " + std::to_string(r.stripe) +
+          " elements, a warp each, segments of any length (mean " + std::to_string(p.outer ? p.n / p.outer : 0) +
+          "); offsets out of order: " + std::to_string(g) + " lane(s) per segment";
+  return true;
+}
+
 // Ragged pieces: segments cut into pieces of chunk_bytes of input from their starts, a block per
 // piece; the piece grows where the workspace would not hold a partial per piece.
 void fill_pieces(plan& r, const problem& p, std::uint64_t chunk_bytes, int elem_bytes, int acc_bytes,
@@ -274,6 +296,14 @@ bool pieces_fit(const problem& p, int acc_bytes, const device_limits& d) {
   return p.ragged() && !p.binary() && p.outer >= 1 && p.outer <= kPiecesMaxSegments && p.outer <= d.max_tiles &&
          2 * p.outer <= slots;
 }
+
+// The pieces' size: about kPiecesPerSm pieces a SM, kPiecesMinBytes to kPiecesMaxBytes of input.
+std::uint64_t pieces_bytes(const problem& p, int elem_bytes, std::uint64_t sms) {
+  const std::uint64_t bytes = pow2_floor(std::max<std::uint64_t>(1, p.n * static_cast<std::uint64_t>(elem_bytes) / (kPiecesPerSm * sms)));
+  return std::min(std::max(bytes, kPiecesMinBytes), kPiecesMaxBytes);
+}
+
+}  // namespace
 
 // The ragged rule of lane groups, warps and chunks (any number of segments).
 plan ragged_groups_plan(const problem& p, int elem_bytes, int acc_bytes, const device_limits& d) {
@@ -338,13 +368,6 @@ plan ragged_groups_plan(const problem& p, int elem_bytes, int acc_bytes, const d
   fill_ragged(r, p, g, bytes, few && acc_bytes <= kRowTileEightMaxAcc ? 8 : 4, false, elem_bytes, acc_bytes, sms, d);
   return r;
 }
-// The pieces' size: about kPiecesPerSm pieces a SM, kPiecesMinBytes to kPiecesMaxBytes of input.
-std::uint64_t pieces_bytes(const problem& p, int elem_bytes, std::uint64_t sms) {
-  const std::uint64_t bytes = pow2_floor(std::max<std::uint64_t>(1, p.n * static_cast<std::uint64_t>(elem_bytes) / (kPiecesPerSm * sms)));
-  return std::min(std::max(bytes, kPiecesMinBytes), kPiecesMaxBytes);
-}
-
-}  // namespace
 
 const char* to_string(strategy s) {
   switch (s) {
@@ -476,7 +499,22 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
       fill_pieces(r, p, pieces_bytes(p, elem_bytes, sms), elem_bytes, acc_bytes, sms, d);
       return r;
     }
-    return ragged_groups_plan(p, elem_bytes, acc_bytes, d);
+    const plan groups = ragged_groups_plan(p, elem_bytes, acc_bytes, d);
+    // Stripes (a warp a stripe, two stripes a resident warp: segments of any length in one pass)
+    // where segments are short on average (a mean of at most kStripeRuleMaxMean elements) and the
+    // input gives at least half the stripe kernel's resident warps a tile; 4-byte elements with
+    // accumulators of at most 8 bytes (the kernel's 64 registers; the only ones measured).
+    // `tally bench segmented --sweep-only`, H100 2026-11-27 10:13 UTC, f32 sums, graph us, Pareto
+    // lengths (docs/data/segmented-sweep-h100-ragged-stripes.md), stripes against this rule:
+    // 2^24 in 2^12 34.70 / 45.03, in 2^18 43.63 / 62.68, in 2^10 (pieces) 34.46 / 34.84; 2^28 in
+    // 2^16 395.01 / 402.79, in 2^22 454.84 / 509.81; in 2^10 (a mean of 2^18: lane groups stay)
+    // 384.69 / 365.92. Uniform lengths of mean 64: 2^24 42.63 / 43.84, 2^28 449.01 / 443.43.
+    if (elem_bytes == 4 && acc_bytes <= 8 && segments > 0 && p.n <= kStripeRuleMaxMean * segments &&
+        p.n >= sms * static_cast<std::uint64_t>(kStripeWarpsPerSm) * static_cast<std::uint64_t>(kTileElems) / 2) {
+      plan st;
+      if (fill_stripes(st, p, groups.group, 2, elem_bytes, acc_bytes, sms, d)) return st;
+    }
+    return groups;
   }
   // Rows whose lane groups of four vectors a lane would hold less than half the GPU's threads:
   // latency, not bandwidth, decides (the input mostly sits in L2), so each lane issues all its
@@ -587,9 +625,10 @@ std::string forced_plan_refusal(const problem& p, const plan& pl, int elem_bytes
   if (pl.eager && (pl.how != strategy::ragged || pl.tiles > 0 || pl.unroll != 4 || (elem_bytes != 4 && elem_bytes != 8)))
     return "a forced eager plan that is not ragged lane groups of four loads in flight over 4- or 8-byte elements";
   if (pl.span_mid && pl.span == 0) return "a forced plan folding middle segments from windows without spans";
-  if (pl.span_coop && (pl.span == 0 || pl.span_mid || !four_byte_ops(elem_bytes, acc_bytes)))
-    return "a forced plan of cooperative windows without spans, with the warp's middle segments, or other than 4-byte "
-           "elements and accumulators";
+  if (pl.stripe > 0 && (pl.how != strategy::ragged || pl.tiles == 0 || pl.span > 0 || pl.eager ||
+                        pl.stripe % static_cast<std::uint64_t>(kTileElems) != 0 || p.n == 0))
+    return "a forced stripe plan that is not ragged with tiles (its partition), or with spans or eager loads, or whose "
+           "stripe is not a multiple of a tile, or for an empty input";
   if (pl.col_ring && (pl.how != strategy::columns || !column_ring_fits(pl.vec, elem_bytes, acc_bytes)))
     return "a forced column plan with two rounds of loads in flight other than 16-byte loads of 4-byte elements "
            "and accumulators";
@@ -681,16 +720,11 @@ std::vector<plan> ragged_candidates(const problem& p, int elem_bytes, int acc_by
     fill_ragged(r, p, rule.group, bytes, rule.unroll, false, elem_bytes, acc_bytes, sms, d);
     out.push_back(r);
   }
-  // Cooperative windows of 8 and 16 KiB: the warp's lanes fold equal slices of each window
-  // (4-byte elements and accumulators).
-  if (four_byte_ops(elem_bytes, acc_bytes))
-    for (std::uint64_t win = 8192; win <= kSpanMaxBytes; win *= 2) {
-      plan r;
-      fill_span(r, p, rule.group, rule_bytes, win, 1024, false, elem_bytes, acc_bytes, sms, d);
-      r.span_coop = true;
-      r.why += "; every segment up to a chunk folded from the windows by the warp's lanes in equal slices";
-      out.push_back(r);
-    }
+  // Stripes: a warp's share of the input for one wave of the stripe kernel, and twice that.
+  for (std::uint64_t per : {1, 2}) {
+    plan r;
+    if (fill_stripes(r, p, rule.group, per, elem_bytes, acc_bytes, sms, d)) out.push_back(r);
+  }
   // Few segments: pieces of 4 KiB to 256 KiB.
   if (pieces_fit(p, acc_bytes, d))
     for (std::uint64_t bytes = std::uint64_t(4) << 10; bytes <= (std::uint64_t(256) << 10); bytes *= 2) {

@@ -100,9 +100,10 @@ struct plan {
   int span_segs = 32;       // ragged spans: segments a warp takes at a time, a lane each
   bool span_mid = false;    // ragged spans: segments past short_max (within a chunk) folded by the
                             // whole warp from the windows, not read by it again (a sweep candidate)
-  bool span_coop = false;   // ragged spans: the warp's lanes fold equal slices of each window, every
-                            // segment up to a chunk, joined across lanes by a segmented scan (4-byte
-                            // elements and accumulators; a sweep candidate, other bits than one lane's)
+  std::uint64_t stripe = 0;  // ragged stripes: elements of a warp's stripe of the input (a multiple of
+                             // kTileElems; the stripe kernel, offsets in order), 0: none; tiles is
+                             // then the partition's size (each tile's first segment) and the
+                             // stripes' partials are its per-tile entries
   bool eager = false;       // ragged lane groups (four in flight): each lane's head, tail and first round of
                             // loads together, and its last partial round together (range_share_eager)
   unsigned resident = 0; // columns: the resident blocks of the columns kernel the rule counted
@@ -145,6 +146,13 @@ inline constexpr std::uint64_t kTileMaxChunk = std::uint64_t(1) << 30;
 // takes 1 to 32 segments at a time (a power of two: span_segs).
 inline constexpr int kSpanBlock = 128;
 inline constexpr std::uint64_t kSpanMinBytes = 512, kSpanMaxBytes = std::uint64_t(16) << 10;
+// Ragged stripes (the stripe kernel, offsets in order): blocks of kStripeBlock threads; a warp
+// reads its stripe as warp tiles of kStripeTileElems elements, kStripeLaneElems in a row a lane
+// (whole 16-byte vectors: 4 of f32, 2 of f64, 1 of u8... in a row), staged in shared memory.
+inline constexpr int kStripeBlock = 128;
+inline constexpr int kStripeLaneElems = 16;
+inline constexpr std::int64_t kStripeTileElems = 32 * kStripeLaneElems;
+inline constexpr int kStripeWarpsPerSm = 32;  // the stripe kernel's warps an SM (launch bounds)
 // Whether the tile kernel can run segments of this problem with chunks of `chunk` elements.
 inline bool tiles_fit(const problem& p, std::uint64_t chunk) {
   return !p.binary() && p.outer <= kTileMaxSegments && chunk <= kTileMaxChunk;
@@ -182,6 +190,10 @@ std::uint64_t scratch_bytes(const problem& p, const plan& pl, int elem_bytes, in
 // acc_bytes: the op's accumulator (partials of split and columns plans are that large).
 plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, const device_limits& d);
 
+// The ragged rule without stripes or pieces: lane groups, or spans where short segments are many
+// (what make_plan takes for ragged segments where neither applies; the sweep's candidates are made
+// around it).
+plan ragged_groups_plan(const problem& p, int elem_bytes, int acc_bytes, const device_limits& d);
 // Every plan a strided-axis problem could run with (thin with one and, where allowed, four vectors
 // per thread; column tiles of 8-256 vectors with 1 block per tile or about 1/4 to 4 waves), all
 // within the workspace: what `tally bench segmented --sweep` times against the rule's pick.
