@@ -803,6 +803,7 @@ int ragged_forced_case(const char* what, const std::vector<std::int64_t>& b, con
   const auto& ranges = r.ranges;
   const seg::problem& p = r.p;
   int ran = 0;
+  const std::vector<unsigned char> sentinel(segments * 16 + 16, 0x7f);  // no result of the suite's ops
   for (op o : ops_for<T>()) {
     device_buffer out(segments * 16 + 16);
     reduce_segments(in, n, pb, pe, segments, dtype_of<T>(), o, out.get());
@@ -816,6 +817,7 @@ int ragged_forced_case(const char* what, const std::vector<std::int64_t>& b, con
     for (seg::plan c : seg::ragged_candidates(p, sizeof(T), acc, this_gpu_limits())) {
       if (!pick(c)) continue;  // pick may adjust the candidate (a forced span batch)
       ++ran;
+      out.upload(sentinel.data(), sentinel.size());  // a result the plan does not write shows
       {
         const forced_plan f(c);
         reduce_segments(in, n, pb, pe, segments, dtype_of<T>(), o, out.get());
@@ -902,8 +904,10 @@ void ragged_tiles_edges(bool stripes = false) {
     at += len;
   }
   const std::uint64_t n = static_cast<std::uint64_t>((at / W + 1) * W);
-  add(static_cast<std::int64_t>(n), static_cast<std::int64_t>(n));
-  ragged_tiles_case<T>("tiny segments, long gap, long segment", b, e, n, 0, stripes);
+  // 40 empty segments at n, a whole number of tiles (and of the stripes' 512-element tiles):
+  // more than a batch of 32 in the input's last tile.
+  for (int k = 0; k < 40; ++k) add(static_cast<std::int64_t>(n), static_cast<std::int64_t>(n));
+  ragged_tiles_case<T>("tiny segments, long gap, long segment, 40 empty at n", b, e, n, 0, stripes);
   // The same input with other offsets: tiles that were inside the gap now hold segments.
   for (std::size_t s = 0; s + 1 < b.size(); ++s) b[s] /= 2, e[s] = std::max(b[s], e[s] / 2);
   for (std::size_t s = 1; s < b.size(); ++s) b[s] = std::max(b[s], e[s - 1]), e[s] = std::max(e[s], b[s]);

@@ -1224,7 +1224,9 @@ __device__ __forceinline__ void stripe_body(const seg_args<T, Op>& a, const ragg
         a.d_out[sbase + lane] = core::finalize_with<Op>(Op::identity(), 0, a.d_in + cb);
       __syncwarp();  // a begin mark replaces an end mark at its position
       if (nonempty && cb >= t0 && cb < tw_end) mark(cb - t0, static_cast<std::int32_t>(sbase + lane));
-      if (__shfl_sync(kAll, ce, 31) >= tw_end) break;  // (kNone past the last segment)
+      // Done where the batch's last segment ends past the tile (kNone past the last segment); the
+      // input's last tile also takes every empty segment at n, batch after batch.
+      if (__shfl_sync(kAll, ce, 31) >= tend) break;
       sbase += 32;
       cb = nb, ce = ne;
       batch(sbase + 32, nb, ne);

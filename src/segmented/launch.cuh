@@ -162,7 +162,7 @@ void launch_span(const plan& pl, const seg_args<T, Op>& a, const seg_ctx& c, con
 }
 
 // The stripe kernel of a plan (a warp a stripe; its stages, marks and runs in shared memory,
-// 24 KiB a block for 4-byte elements, 41 KiB for 8-byte ones; the SM's largest carveout asked
+// 24,832 bytes a block for 4-byte elements, 41,216 for 8-byte ones; the SM's largest carveout asked
 // for once per device, so that the blocks the registers allow also fit), then the stripes' fix-up.
 template <class T, class Op>
 void launch_stripes(const seg_args<T, Op>& a, const seg_ctx& c, const char* what) {
