@@ -172,10 +172,13 @@ if has segmented; then
   grep -c MISMATCH "$out/bench-segmented.md" 2>/dev/null | grep -qv '^0$' && { echo "segmented: MISMATCH" | tee -a "$out/summary.txt"; status=1; }
 fi
 if has ragged; then
-  # The ragged segments' check: their GPU tests, compute-sanitizer on the span and lane-group
-  # tests (small sizes; TALLY_RAGGED_SANITIZE_TOOLS, default "memcheck racecheck synccheck", empty for
-  # none), the ragged sweeps (both tails; TALLY_RAGGED_TOTALS, default 24,26,28) and
-  # the table against CUB (TALLY_RAGGED_BENCH_TOTALS, default 24,28).
+  # The ragged segments' check: their GPU tests, compute-sanitizer on the span, stripe and
+  # lane-group tests (small sizes; TALLY_RAGGED_SANITIZE_TOOLS, default "memcheck racecheck
+  # synccheck", empty for none; each cut at TALLY_SANITIZE_TIMEOUT, default 300 s), the ragged
+  # sweeps (both tails; TALLY_RAGGED_TOTALS, default 24,26,28) and the table against CUB
+  # (TALLY_RAGGED_BENCH_TOTALS, default 24,28). H100, 2026-11-27: build 150-170 s, tests 40 s,
+  # memcheck about 60 s, racecheck over 200 s, the 2^24 / 2^28 sweeps and table about 200 s: with
+  # the build, all of it passes one 600 s device call, so racecheck goes in a call of its own.
   step "ragged: Segmented* tests, sanitizers on the ragged tests, sweeps, bench vs CUB"
   "$bin/tally_tests" --gtest_brief=1 --gtest_filter='Segmented*' >"$out/ragged-tests.log" 2>&1 || status=1
   tail -1 "$out/ragged-tests.log" | tee -a "$out/summary.txt"
