@@ -1156,9 +1156,8 @@ __device__ __forceinline__ void stripe_body(const seg_args<T, Op>& a, const ragg
     }
 #pragma unroll
     for (int u = 0; u < NV; ++u) {
-      const int g = u * 32 + static_cast<int>(lane);
-      V* dst = st + stripe_slot<NV>(g / NV, g % NV);
-      const std::int64_t x = t0 + static_cast<std::int64_t>(g) * VN;  // the vector's first element
+      V* dst = st + slot[u];
+      const std::int64_t x = t0 + static_cast<std::int64_t>(u * 32 + static_cast<int>(lane)) * VN;  // its first element
       if (a.p.aligned16 && x + VN <= n) {
         copy16_async(dst, a.d_in + x);
       } else {  // not aligned, or the vector at or past n

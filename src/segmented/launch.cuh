@@ -162,18 +162,14 @@ void launch_span(const plan& pl, const seg_args<T, Op>& a, const seg_ctx& c, con
 }
 
 // The stripe kernel of a plan (a warp a stripe; its stages, marks and runs in shared memory,
-// 24,832 bytes a block for 4-byte elements, 41,216 for 8-byte ones; the SM's largest carveout asked
+// 24,832 bytes a block for 4-byte elements, 41,216 for 8-byte ones: no opt-in; the SM's largest carveout asked
 // for once per device, so that the blocks the registers allow also fit), then the stripes' fix-up.
 template <class T, class Op>
 void launch_stripes(const seg_args<T, Op>& a, const seg_ctx& c, const char* what) {
   constexpr auto kernel = seg_stripe_kernel<T, Op, kStripeBlock>;
   constexpr std::size_t smem = std::size_t(kStripeBlock / 32) * kStripeWarpBytes<T>;
-  // Past 48 KiB a block (8-byte elements) the launch needs the opt-in, set before every such launch
-  // (a device reset clears it).
+  static_assert(smem <= (std::size_t(48) << 10), "the stripe kernel's shared memory without the opt-in");
   static std::atomic<bool> carveout[64];
-  if (smem > (std::size_t(48) << 10))
-    core::check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
-                     "cudaFuncSetAttribute(stripe kernel, dynamic shared memory)");
   if (!carveout[c.dev->ordinal & 63].load(std::memory_order_relaxed)) {
     core::check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                           static_cast<int>(cudaSharedmemCarveoutMaxShared)),

@@ -65,9 +65,9 @@ constexpr std::uint64_t kGroupRounds = 8;
 // GPU's threads; windows of kSpanRuleWindow bytes, a lane per segment of up to kSpanRuleLaneBytes,
 // the warp folding longer ones within a chunk from the windows.
 constexpr std::uint64_t kSpanBatchesPerWarp = 4;
+constexpr std::uint64_t kSpanRuleWindow = std::uint64_t(16) << 10, kSpanRuleLaneBytes = std::uint64_t(1) << 10;
 // Ragged stripes in the rule: segments of a mean of at most this many elements.
 constexpr std::uint64_t kStripeRuleMaxMean = 4096;
-constexpr std::uint64_t kSpanRuleWindow = std::uint64_t(16) << 10, kSpanRuleLaneBytes = std::uint64_t(1) << 10;
 // Rows of at most this many 16-byte vectors (a power of two) run as row tiles.
 constexpr std::uint64_t kRowTileVectors = 16;
 // Ragged chunks: about eight per resident block of the chunk kernel, 16 KiB to 64 KiB of input
@@ -105,8 +105,7 @@ constexpr std::uint64_t kThinMaxBlocks = std::uint64_t(1) << 20;
 // The kernel with two rounds of loads in flight (seg_columns_ring_kernel: 16-byte loads) exists
 // for 4-byte elements and accumulators only (launch.cuh: kColumnRing); the rule, the candidates
 // and the refusal of forced plans all ask here.
-bool four_byte_ops(int elem_bytes, int acc_bytes) { return elem_bytes == 4 && acc_bytes == 4; }
-bool column_ring_fits(bool vec, int elem_bytes, int acc_bytes) { return vec && four_byte_ops(elem_bytes, acc_bytes); }
+bool column_ring_fits(bool vec, int elem_bytes, int acc_bytes) { return vec && elem_bytes == 4 && acc_bytes == 4; }
 
 // A column-tiles plan: tiles of cv vectors of results (16-byte vectors when vec), per blocks
 // sharing each tile's axis, a grid of at most four waves of resident blocks.
@@ -627,8 +626,8 @@ std::string forced_plan_refusal(const problem& p, const plan& pl, int elem_bytes
   if (pl.span_mid && pl.span == 0) return "a forced plan folding middle segments from windows without spans";
   if (pl.stripe > 0 && (pl.how != strategy::ragged || pl.tiles == 0 || pl.span > 0 || pl.eager ||
                         pl.stripe % static_cast<std::uint64_t>(kTileElems) != 0 || p.n == 0))
-    return "a forced stripe plan that is not ragged with tiles (its partition), or with spans or eager loads, or whose "
-           "stripe is not a multiple of a tile, or for an empty input";
+    return "a forced stripe plan that is not ragged with tiles (their entries hold the stripes' partials), or with "
+           "spans or eager loads, or whose stripe is not a multiple of a tile, or for an empty input";
   if (pl.col_ring && (pl.how != strategy::columns || !column_ring_fits(pl.vec, elem_bytes, acc_bytes)))
     return "a forced column plan with two rounds of loads in flight other than 16-byte loads of 4-byte elements "
            "and accumulators";
