@@ -1116,6 +1116,10 @@ __device__ __forceinline__ void copy_async_wait_group() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+// The stripe fold keeps a lane's prefixes where its elements were (an accumulator no wider than an element).
+template <class T, class Op>
+inline constexpr bool kStripeStagedFold = sizeof(typename Op::acc_type) <= sizeof(T) && alignof(typename Op::acc_type) <= alignof(T);
+
 // The slot in a stage of vector u (of NV) of lane `owner`'s 16 elements.
 template <int NV>
 __device__ __forceinline__ int stripe_slot(int owner, int u) {
@@ -1211,18 +1215,22 @@ __device__ __forceinline__ void stripe_body(const seg_args<T, Op>& a, const ragg
     const std::int64_t tend = last_stripe && i + 1 == ntiles ? kNone : tw_end;  // empty segments before it are the tile's
     if (i + kStripeStages - 1 < ntiles) fill(i + kStripeStages - 1);
     else copy_async_commit();
-    auto mark = [&](std::int64_t pos, std::int32_t run) {
+    auto mark = [&](int pos, std::int32_t run) {
       atomicOr(&bm[pos >> 5], 1u << (pos & 31));
       run_seg[pos] = run;
     };
-    if (lane == 0 && n >= t0 && n < tw_end) mark(n - t0, -1);
+    // Positions relative to t0, compared unsigned (a position before t0 wraps past every limit):
+    // end marks below n and the tile's end, empty segments below tend, begin marks in the tile.
+    const std::uint64_t end_lim = static_cast<std::uint64_t>(n - t0 < TW ? n - t0 : TW);
+    const std::uint64_t empty_lim = static_cast<std::uint64_t>(tend - t0);
+    if (lane == 0 && n < tw_end) mark(static_cast<int>(n - t0), -1);
     for (;;) {  // warp-uniform: batches until one ends past the tile
+      const std::uint64_t ub = static_cast<std::uint64_t>(cb - t0), ue = static_cast<std::uint64_t>(ce - t0);
       const bool nonempty = cb < ce;
-      if (nonempty && ce >= t0 && ce < tw_end && ce < n) mark(ce - t0, -1);
-      if (cb == ce && cb >= t0 && cb < tend)
-        a.d_out[sbase + lane] = core::finalize_with<Op>(Op::identity(), 0, a.d_in + cb);
+      if (nonempty && ue < end_lim) mark(static_cast<int>(ue), -1);
+      if (cb == ce && ub < empty_lim) a.d_out[sbase + lane] = core::finalize_with<Op>(Op::identity(), 0, a.d_in + cb);
       __syncwarp();  // a begin mark replaces an end mark at its position
-      if (nonempty && cb >= t0 && cb < tw_end) mark(cb - t0, static_cast<std::int32_t>(sbase + lane));
+      if (nonempty && ub < static_cast<std::uint64_t>(TW)) mark(static_cast<int>(ub), static_cast<std::int32_t>(sbase + lane));
       // Done where the batch's last segment ends past the tile (kNone past the last segment); the
       // input's last tile also takes every empty segment at n, batch after batch.
       if (__shfl_sync(kAll, ce, 31) >= tend) break;
@@ -1232,7 +1240,7 @@ __device__ __forceinline__ void stripe_body(const seg_args<T, Op>& a, const ragg
     }
     copy_async_wait_group<kStripeStages - 1>();  // this tile's copies (the next ones may still be in flight)
     __syncwarp();                // every lane's copies and marks
-    const V* st = stage + (i % kStripeStages) * (32 * NV);
+    V* st = stage + (i % kStripeStages) * (32 * NV);
     T x[E];
 #pragma unroll
     for (int u = 0; u < NV; ++u) {
@@ -1242,9 +1250,25 @@ __device__ __forceinline__ void stripe_body(const seg_args<T, Op>& a, const ragg
     }
     const std::uint32_t bits = (bm[lane >> 1] >> ((lane & 1u) * 16u)) & 0xffffu;
     const int r0 = static_cast<int>(lane) * E;
+    const unsigned marked = __ballot_sync(kAll, bits != 0);
+    if (marked == 0) {  // warp-uniform: no run starts in the tile, the open one takes all of it
+      // (the tree the scan below builds at lane 31 where no lane restarts: the same bits)
+      Acc v = Op::identity();
+#pragma unroll
+      for (int j = 0; j < E; ++j)
+        v = Op::combine(v, core::transform_elem<Op>(x[j], static_cast<std::uint64_t>(t0 + r0 + j - open_b)));
+#pragma unroll
+      for (int d = 1; d < 32; d *= 2) {
+        const Acc o = core::shfl_idx(v, static_cast<int>(lane) + d < 32 ? static_cast<int>(lane) + d : 31);
+        v = Op::combine(v, o);  // lane 0: aligned blocks of 2d lanes, in order
+      }
+      open_acc = Op::combine(open_acc, core::shfl_idx(v, 0));
+      __syncwarp();  // every lane has read the stage (its marks are clean)
+      continue;
+    }
     // The run open at this lane's first element: the last mark of the lanes before it, else the tile's.
     const int my_last = bits != 0 ? r0 + 31 - __clz(static_cast<int>(bits)) : -1;
-    const unsigned lower = __ballot_sync(kAll, bits != 0) & ((1u << lane) - 1u);
+    const unsigned lower = marked & ((1u << lane) - 1u);
     const int hp = __shfl_sync(kAll, my_last, lower != 0 ? 31 - __clz(static_cast<int>(lower)) : static_cast<int>(lane));
     int run = open_seg;
     std::int64_t head_b = open_b;  // the first element of the run open at the lane's start
@@ -1252,20 +1276,55 @@ __device__ __forceinline__ void stripe_body(const seg_args<T, Op>& a, const ragg
     const int head_run = run;
     Acc acc = Op::identity(), head = Op::identity();
     int first = -1, rbl = -1;  // the first mark; the run opened at the last one (relative to t0; -1: none yet)
+    if constexpr (kStripeStagedFold<T, Op>) {
+      // Without a branch an element: the lane's runs as a scan of its elements that restarts at
+      // each mark, every prefix kept in the lane's own slots of the stage (its elements are in
+      // registers now; no other lane reads them before the next tile). A run closes at the next
+      // mark with the prefix just before it: the lanes loop over their marks alone, not the warp
+      // over every element where some lane has one.
+      Acc c[E];
+      int lm = -1;  // the last mark so far (relative to t0), for the ops that fold an index
 #pragma unroll
-    for (int j = 0; j < E; ++j) {
-      const int q = r0 + j;
-      if ((bits >> j) & 1u) {
-        if (first < 0) {
-          head = acc, first = j;
-        } else if (run >= 0) {
-          a.d_out[run] = core::finalize_with<Op>(acc, static_cast<std::uint64_t>(q - rbl), a.d_in + t0 + rbl);
-        }
-        run = run_seg[q], rbl = q;
-        acc = Op::identity();
+      for (int j = 0; j < E; ++j) {
+        const int q = r0 + j;
+        const bool m = (bits >> j) & 1u;
+        if constexpr (core::indexed_v<Op>) lm = m ? q : lm;
+        const std::uint64_t idx = lm >= 0 ? static_cast<std::uint64_t>(q - lm) : static_cast<std::uint64_t>(t0 + q - head_b);
+        c[j] = Op::combine(m || j == 0 ? Op::identity() : c[j > 0 ? j - 1 : 0], core::transform_elem<Op>(x[j], idx));
       }
-      const std::uint64_t idx = rbl >= 0 ? static_cast<std::uint64_t>(q - rbl) : static_cast<std::uint64_t>(t0 + q - head_b);
-      acc = Op::combine(acc, core::transform_elem<Op>(x[j], idx));
+      auto prefix = [&](int j) -> Acc* {  // where the lane's prefix j lives
+        return reinterpret_cast<Acc*>(reinterpret_cast<T*>(st + stripe_slot<NV>(static_cast<int>(lane), j / VN)) + j % VN);
+      };
+#pragma unroll
+      for (int j = 0; j < E; ++j) *prefix(j) = c[j];
+      acc = c[E - 1];
+      if (bits != 0) {
+        first = __ffs(static_cast<int>(bits)) - 1;
+        if (first > 0) head = *prefix(first - 1);
+        rbl = r0 + first;
+        run = run_seg[rbl];
+        for (unsigned rest = bits & (bits - 1u); rest != 0; rest &= rest - 1u) {
+          const int j = __ffs(static_cast<int>(rest)) - 1, q = r0 + j;
+          if (run >= 0) a.d_out[run] = core::finalize_with<Op>(*prefix(j - 1), static_cast<std::uint64_t>(q - rbl), a.d_in + t0 + rbl);
+          run = run_seg[q], rbl = q;
+        }
+      }
+    } else {  // an accumulator wider than an element: a branch where a lane has a mark
+#pragma unroll
+      for (int j = 0; j < E; ++j) {
+        const int q = r0 + j;
+        if ((bits >> j) & 1u) {
+          if (first < 0) {
+            head = acc, first = j;
+          } else if (run >= 0) {
+            a.d_out[run] = core::finalize_with<Op>(acc, static_cast<std::uint64_t>(q - rbl), a.d_in + t0 + rbl);
+          }
+          run = run_seg[q], rbl = q;
+          acc = Op::identity();
+        }
+        const std::uint64_t idx = rbl >= 0 ? static_cast<std::uint64_t>(q - rbl) : static_cast<std::uint64_t>(t0 + q - head_b);
+        acc = Op::combine(acc, core::transform_elem<Op>(x[j], idx));
+      }
     }
     const std::int64_t rb = rbl >= 0 ? t0 + rbl : head_b;  // the run open at the lane's end
     // The scan across the lanes: a lane inside one run passes the partial on (flag 0), any other
