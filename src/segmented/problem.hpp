@@ -118,7 +118,7 @@ struct device_limits {
   unsigned max_tiles = 2048;     // per-segment counters in the workspace
   int columns_blocks_per_sm = 0;  // resident blocks of the op's columns kernel (0: max_threads_per_sm / kColumnsBlock)
   bool commutes = false;  // the op's combine gives the same bits in either order: row tiles reduce-scatter
-                          // their steps (four in flight, never eight: kernels.cuh, rowtile_scatter)
+                          // their steps (four in flight, never eight: kernels/rowtile.cuh, rowtile_scatter)
 };
 
 inline constexpr int kGroupBlock = 256;    // threads per block of the group kernel

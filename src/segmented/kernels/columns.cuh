@@ -1,0 +1,305 @@
+// Columns (inner > 1): the thin kernel (a thread a vector of results) and column tiles (lanes
+// along the axis, a ring of loads in flight).
+#pragma once
+
+#include "groups.cuh"
+
+namespace tally::seg {
+
+// VN adjacent elements at p (aligned to VN elements) into the first VN of a vector: one 16-, 8-,
+// 4- or 2-byte load.
+template <int VN, class T>
+__device__ __forceinline__ vec16<T> load_cols(const T* p) {
+  constexpr int kBytes = VN * static_cast<int>(sizeof(T));
+  static_assert(kBytes <= 16 && (kBytes & (kBytes - 1)) == 0, "a power-of-two part of 16 bytes");
+  if constexpr (kBytes == 16) {
+    return core::load_vec<core::load_hint::ldg>(reinterpret_cast<const vec16<T>*>(p));
+  } else {
+    vec16<T> v;
+    if constexpr (VN == 1) {
+      v.e[0] = *p;
+    } else if constexpr (kBytes == 8) {
+      const uint2 r = __ldg(reinterpret_cast<const uint2*>(p));
+      __builtin_memcpy(&v, &r, 8);
+    } else if constexpr (kBytes == 4) {
+      const unsigned r = __ldg(reinterpret_cast<const unsigned*>(p));
+      __builtin_memcpy(&v, &r, 4);
+    } else {
+      const unsigned short r = __ldg(reinterpret_cast<const unsigned short*>(p));
+      __builtin_memcpy(&v, &r, 2);
+    }
+    return v;
+  }
+}
+
+// inner > 1: a tile is col_vecs vectors of adjacent results (VN results each with vector loads,
+// one without; vector_results) and BLOCK / col_vecs lanes along the axis. Lane kl reads rows kl, kl + lanes, ...
+// of its share of the axis, kColumnLoads loads in flight (RING: two rounds of them, the next
+// round's loads issued before this one folds); the lanes of one column combine by shuffles
+// inside a warp, then across warps in shared memory; per_seg blocks per tile combine their
+// partials like split.
+template <class T, class Op, int BLOCK, int VN, bool RING = false>
+__device__ __forceinline__ void columns_tile(const seg_args<T, Op>& a, std::uint64_t w,
+                                             typename Op::acc_type (&tree)[2][BLOCK], bool& last) {
+  using Acc = typename Op::acc_type;
+  using V = vec16<T>;
+  const problem& p = a.p;
+  const unsigned CV = static_cast<unsigned>(a.col_vecs), lanes = BLOCK / CV;
+  const std::uint64_t cols_per_tile = std::uint64_t(CV) * VN;
+  const std::uint64_t col_tiles = (p.inner + cols_per_tile - 1) / cols_per_tile;
+  // Work item w is share c of tile w % tiles: blocks running together read adjacent tiles of the
+  // same rows (whole rows of the matrix across the GPU, not strips of it). The tile's partial of
+  // share c sits at slot tile * per_seg + c.
+  const std::uint64_t tiles = p.outer * col_tiles;
+  const std::uint64_t tile = w % tiles;
+  const unsigned c = static_cast<unsigned>(w / tiles);
+  const std::uint64_t slot = tile * a.per_seg + c;
+  const std::uint64_t o = tile / col_tiles, cb = tile % col_tiles;
+  const unsigned cv = threadIdx.x % CV, kl = threadIdx.x / CV;
+  const std::uint64_t col0 = cb * cols_per_tile + std::uint64_t(cv) * VN;
+  const std::uint64_t chunk = (p.length + a.per_seg - 1) / a.per_seg;
+  const std::uint64_t kb = chunk * c, ke = kb + chunk < p.length ? kb + chunk : p.length;
+  Acc acc[VN];
+#pragma unroll
+  for (int e = 0; e < VN; ++e) acc[e] = Op::identity();
+  if (col0 < p.inner) {
+    const T* col = a.d_in + o * p.outer_stride + col0;
+    std::uint64_t k = kb + kl;
+    // Rounds of kColumnLoads loads in flight, the last one predicated (a lane's rows fold in
+    // order k, k + lanes, ... either way).
+    const std::uint64_t step = lanes;
+    if constexpr (RING && VN > 1) {
+      // Whole rounds two at a time in flight: round r + 1's loads go out before round r folds,
+      // the two buffers alternating (a copy between them would wait for the loads); the rows
+      // fold in the same order, so the bits are the one-round loop's. What is left (less than a
+      // whole round) takes the loop below.
+      const std::uint64_t ls = p.length_stride, round = kColumnLoads * step;
+      const auto whole = [&](std::uint64_t r0) { return r0 + (kColumnLoads - 1) * step < ke; };
+      const auto issue = [&](V (&v)[kColumnLoads], std::uint64_t r0) {
+#pragma unroll
+        for (int u = 0; u < kColumnLoads; ++u) v[u] = load_cols<VN>(col + (r0 + u * step) * ls);
+      };
+      const auto fold = [&](const V (&v)[kColumnLoads], std::uint64_t r0) {
+#pragma unroll
+        for (int u = 0; u < kColumnLoads; ++u)
+#pragma unroll
+          for (int e = 0; e < VN; ++e) acc[e] = Op::combine(acc[e], core::transform_elem<Op>(v[u].e[e], r0 + u * step));
+      };
+      // cur holds the round at k: the next whole round's loads into nxt, then cur folds; false
+      // where none follows (cur folded, the ring done).
+      const auto advance = [&](V (&cur)[kColumnLoads], V (&nxt)[kColumnLoads]) {
+        const bool more = whole(k + round);
+        if (more) issue(nxt, k + round);
+        fold(cur, k);
+        k += round;
+        return more;
+      };
+      if (whole(k) && whole(k + round)) {
+        V va[kColumnLoads], vb[kColumnLoads];
+        issue(va, k);
+#pragma unroll 1
+        while (advance(va, vb) && advance(vb, va)) {
+        }
+      }
+    }
+    for (; k < ke; k += kColumnLoads * step) {
+      if constexpr (VN > 1) {
+        V v[kColumnLoads];
+#pragma unroll
+        for (int u = 0; u < kColumnLoads; ++u)
+          if (k + u * step < ke)
+            v[u] = load_cols<VN>(col + (k + u * step) * p.length_stride);
+#pragma unroll
+        for (int u = 0; u < kColumnLoads; ++u)
+          if (k + u * step < ke)
+#pragma unroll
+            for (int e = 0; e < VN; ++e) acc[e] = Op::combine(acc[e], core::transform_elem<Op>(v[u].e[e], k + u * step));
+      } else {
+        T x[kColumnLoads];
+#pragma unroll
+        for (int u = 0; u < kColumnLoads; ++u)
+          if (k + u * step < ke) x[u] = col[(k + u * step) * p.length_stride];
+#pragma unroll
+        for (int u = 0; u < kColumnLoads; ++u)
+          if (k + u * step < ke) acc[0] = Op::combine(acc[0], core::transform_elem<Op>(x[u], k + u * step));
+      }
+    }
+  }
+  // Each of the VN results: the lanes along the axis combine in a fixed tree, first inside the
+  // warp (lanes CV apart, where a warp spans several rows), then the warps' partials in order in
+  // shared memory (two buffers, one barrier per result). Partial j of vector cv sits at
+  // j * S + cv.
+  const unsigned S = CV < 32 ? 32u : CV, parts = BLOCK / S;
+  __syncthreads();  // the previous tile's readers are done with tree
+#pragma unroll 1
+  for (int e = 0; e < VN; ++e) {
+    Acc v = acc[e];
+    for (unsigned offset = 16; offset >= CV; offset >>= 1)
+      v = Op::combine(v, shfl_down_group(v, static_cast<int>(offset), 32));
+    Acc* buf = tree[e & 1];
+    if ((threadIdx.x & 31u) < CV) buf[threadIdx.x] = v;
+    __syncthreads();
+    if (threadIdx.x < CV) {
+      Acc r = buf[threadIdx.x];
+      for (unsigned j = 1; j < parts; ++j) r = Op::combine(r, buf[j * S + threadIdx.x]);
+      if (col0 + e < p.inner) {
+        if (a.per_seg == 1) a.d_out[o * p.inner + col0 + e] = core::finalize_with<Op>(r, p.length, a.d_in);
+        else a.d_partials[slot * cols_per_tile + std::uint64_t(cv) * VN + e] = r;
+      }
+    }
+  }
+  if (a.per_seg == 1) return;
+  // The block's partials (written by up to CV threads) precede thread 0's increment in causality
+  // order (the barrier synchronizes the block), and the increment's release at device scope
+  // publishes them to the last block, whose acquiring increment and barrier order its reads after
+  // them (PTX memory model; the pattern of CUTLASS's semaphores). A fence per writing thread and
+  // result cost microseconds of latency at small sizes; one device-scope fence.sc before the
+  // increment cost about 0.35 us (H100, 2026-11-26, graph us at 2^20 elements: 2^16 x 16 columns
+  // 5.98 with it, 5.62 without; 2^12 x 256 6.48, 6.13).
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned old = core::atomic_inc_acq_rel(a.d_counters + tile, a.per_seg - 1);
+    last = old == a.per_seg - 1;
+  }
+  __syncthreads();
+  if (last) {
+    // The tile's per_seg x cols_per_tile partials: thread t takes column t % cols_per_tile (or
+    // every BLOCK-th column when the tile is wider than the block) and every R-th partial of it
+    // from t / cols_per_tile, eight loads in flight; the R shares of a column combine in a fixed
+    // tree in shared memory.
+    const unsigned R = cols_per_tile >= BLOCK ? 1u : static_cast<unsigned>(BLOCK / cols_per_tile);
+    const unsigned q0 = threadIdx.x / (BLOCK / R > 0 ? static_cast<unsigned>(BLOCK / R) : 1u);
+    const std::uint64_t jt = R == 1 ? threadIdx.x : threadIdx.x % cols_per_tile;
+    const std::uint64_t jstep = R == 1 ? BLOCK : cols_per_tile;
+    for (std::uint64_t j = jt; j < cols_per_tile; j += jstep) {
+      const Acc* pj = a.d_partials + tile * a.per_seg * cols_per_tile + j;
+      Acc r = Op::identity();
+      unsigned q = q0;
+      for (; q + 7 * R < a.per_seg; q += 8 * R) {
+        Acc v[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) v[u] = core::load_cg(pj + std::uint64_t(q + u * R) * cols_per_tile);
+#pragma unroll
+        for (int u = 0; u < 8; ++u) r = Op::combine(r, v[u]);
+      }
+      for (; q < a.per_seg; q += R) r = Op::combine(r, core::load_cg(pj + std::uint64_t(q) * cols_per_tile));
+      if (R == 1) {
+        const std::uint64_t colj = cb * cols_per_tile + j;
+        if (colj < p.inner) a.d_out[o * p.inner + colj] = core::finalize_with<Op>(r, p.length, a.d_in);
+        continue;
+      }
+      tree[0][threadIdx.x] = r;  // R > 1: one column per thread, the block's threads in R shares
+    }
+    if (R > 1) {
+      __syncthreads();
+      for (unsigned step = R / 2; step > 0; step >>= 1) {
+        if (q0 < step) tree[0][threadIdx.x] = Op::combine(tree[0][threadIdx.x], tree[0][threadIdx.x + step * cols_per_tile]);
+        __syncthreads();
+      }
+      const std::uint64_t colj = cb * cols_per_tile + jt;
+      if (q0 == 0 && colj < p.inner) a.d_out[o * p.inner + colj] = core::finalize_with<Op>(tree[0][threadIdx.x], p.length, a.d_in);
+    }
+  }
+  __syncthreads();
+}
+
+// The column tiles with two rounds of loads in flight a lane (plan.col_ring): 16-byte loads of
+// 4-byte elements with 4-byte accumulators only (two rounds of eight 16-byte vectors and four
+// accumulators within the two blocks an SM that the one-round kernel has).
+template <class T, class Op>
+inline constexpr bool kColumnRing = sizeof(T) == 4 && sizeof(typename Op::acc_type) == 4 &&
+                                    vector_results(static_cast<int>(sizeof(T)), static_cast<int>(sizeof(typename Op::acc_type))) > 1;
+
+template <class T, class Op, int BLOCK>
+__global__ void __launch_bounds__(BLOCK) seg_columns_kernel(seg_args<T, Op> a) {
+  kernel_entry();
+  constexpr int kVN = vector_results(static_cast<int>(sizeof(T)), static_cast<int>(sizeof(typename Op::acc_type)));
+  const std::uint64_t VNv = a.vec ? kVN : 1;
+  const std::uint64_t cols_per_tile = std::uint64_t(a.col_vecs) * VNv;
+  const std::uint64_t work = a.p.outer * ((a.p.inner + cols_per_tile - 1) / cols_per_tile) * a.per_seg;
+  __shared__ typename Op::acc_type tree[2][BLOCK];  // the in-block combine's two buffers
+  __shared__ bool last;
+  for (std::uint64_t w = blockIdx.x; w < work; w += gridDim.x) {
+    if (a.vec) columns_tile<T, Op, BLOCK, kVN>(a, w, tree, last);
+    else columns_tile<T, Op, BLOCK, 1>(a, w, tree, last);
+  }
+}
+// The same, two rounds in flight a lane, 16-byte loads only (the launcher's check), held to two
+// blocks an SM (the one-round kernel's occupancy for these ops).
+template <class T, class Op, int BLOCK>
+__global__ void __launch_bounds__(BLOCK, 2) seg_columns_ring_kernel(seg_args<T, Op> a) {
+  kernel_entry();
+  constexpr int kVN = vector_results(static_cast<int>(sizeof(T)), static_cast<int>(sizeof(typename Op::acc_type)));
+  const std::uint64_t cols_per_tile = std::uint64_t(a.col_vecs) * kVN;
+  const std::uint64_t work = a.p.outer * ((a.p.inner + cols_per_tile - 1) / cols_per_tile) * a.per_seg;
+  __shared__ typename Op::acc_type tree[2][BLOCK];
+  __shared__ bool last;
+  for (std::uint64_t w = blockIdx.x; w < work; w += gridDim.x) columns_tile<T, Op, BLOCK, kVN, true>(a, w, tree, last);
+}
+
+// Thin columns: a thread per vector of VN adjacent results (M vectors at once, a grid's width
+// apart), down the whole axis in order with kThinLoads loads in flight (rows k .. k + 8 / M - 1
+// of each of its M vectors); each result is the op's fold over k = 0, 1, ... Item i is vector
+// i % (inner / VN) of outer slice i / (inner / VN). No shared memory, no partials, no barrier.
+template <class T, class Op, int BLOCK, int VN, int M>
+__global__ void __launch_bounds__(BLOCK) seg_thin_kernel(seg_args<T, Op> a) {
+  kernel_entry();
+  using Acc = typename Op::acc_type;
+  using V = vec16<T>;
+  constexpr int RU = kThinLoads / M;
+  const problem& p = a.p;
+  const std::uint64_t ivec = p.inner / VN;
+  const std::uint64_t items = p.outer * ivec;
+  const std::uint64_t nthreads = std::uint64_t(gridDim.x) * BLOCK;
+  const std::uint64_t ls = p.length_stride;
+  for (std::uint64_t i0 = std::uint64_t(blockIdx.x) * BLOCK + threadIdx.x; i0 < items; i0 += nthreads * M) {
+    const T* col[M];
+    std::uint64_t out[M];
+    bool ok[M];
+    Acc acc[M][VN];
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const std::uint64_t i = i0 + std::uint64_t(m) * nthreads;
+      ok[m] = i < items;
+      const std::uint64_t o = ok[m] ? i / ivec : 0, c = ok[m] ? (i - o * ivec) * VN : 0;
+      col[m] = a.d_in + o * p.outer_stride + c;
+      out[m] = o * p.inner + c;
+#pragma unroll
+      for (int e = 0; e < VN; ++e) acc[m][e] = Op::identity();
+    }
+    auto fold = [&](int m, const V& v, std::uint64_t k) {
+#pragma unroll
+      for (int e = 0; e < VN; ++e) acc[m][e] = Op::combine(acc[m][e], core::transform_elem<Op>(v.e[e], k));
+    };
+    std::uint64_t k = 0;
+    for (; k + RU <= p.length; k += RU) {
+      V v[RU][M];
+#pragma unroll
+      for (int u = 0; u < RU; ++u)
+#pragma unroll
+        for (int m = 0; m < M; ++m)
+          if (ok[m]) v[u][m] = load_cols<VN>(col[m] + (k + u) * ls);
+#pragma unroll
+      for (int u = 0; u < RU; ++u)
+#pragma unroll
+        for (int m = 0; m < M; ++m)
+          if (ok[m]) fold(m, v[u][m], k + u);
+    }
+    for (; k < p.length; ++k) {
+      V v[M];
+#pragma unroll
+      for (int m = 0; m < M; ++m)
+        if (ok[m]) v[m] = load_cols<VN>(col[m] + k * ls);
+#pragma unroll
+      for (int m = 0; m < M; ++m)
+        if (ok[m]) fold(m, v[m], k);
+    }
+#pragma unroll
+    for (int m = 0; m < M; ++m)
+      if (ok[m])
+#pragma unroll
+        for (int e = 0; e < VN; ++e) a.d_out[out[m] + e] = core::finalize_with<Op>(acc[m][e], p.length, a.d_in);
+  }
+}
+
+}  // namespace tally::seg
