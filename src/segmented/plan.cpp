@@ -719,8 +719,9 @@ std::vector<plan> ragged_candidates(const problem& p, int elem_bytes, int acc_by
     fill_ragged(r, p, rule.group, bytes, rule.unroll, false, elem_bytes, acc_bytes, sms, d);
     out.push_back(r);
   }
-  // Stripes: a warp's share of the input for one wave of the stripe kernel, and twice that.
-  for (std::uint64_t per : {1, 2}) {
+  // Stripes: a warp's share of the input for one wave of the stripe kernel, for two and for four
+  // (two beat one on both GPUs, 2026-11-27: docs/tuning.md; four not yet measured).
+  for (std::uint64_t per : {1, 2, 4}) {
     plan r;
     if (fill_stripes(r, p, rule.group, per, elem_bytes, acc_bytes, sms, d)) out.push_back(r);
   }
