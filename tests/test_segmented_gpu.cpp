@@ -851,7 +851,7 @@ int ragged_forced_case(const char* what, const std::vector<std::int64_t>& b, con
 // short ones, n not a multiple of the tile, an input one element past 16-byte alignment, offsets
 // out of order that would rewrite the partition many times over. Every op of the suite against
 // the reference.
-// With `stripes`, the stripe candidates instead (two), each at its own stripe and at stripes of
+// With `stripes`, the stripe candidates instead (three), each at its own stripe and at stripes of
 // one and of three tiles (every tile boundary a stripe's; tiles inside stripes); under the
 // sanitizer its own and one tile.
 template <class T>
@@ -870,7 +870,7 @@ void ragged_tiles_case(const char* what, const std::vector<std::int64_t>& b, con
     };
     EXPECT_EQ(ragged_forced_case<T>((std::string(what) + ", stripes of " + std::to_string(tiles) + " tiles (0: the plan's)").c_str(),
                                     b, e, n, shift, pick, nullptr),
-              2)
+              3)
         << what;
   }
 }
@@ -1161,6 +1161,7 @@ TEST(SegmentedGpu, RaggedStripesEdges) {
   if (small_only()) return;
   ragged_tiles_edges<double>(true);
   ragged_tiles_edges<std::uint8_t>(true);
+  ragged_tiles_edges<std::int64_t>(true);  // the branch-free fold with an 8-byte integer accumulator
 }
 
 TEST(SegmentedGpu, RaggedStripesParetoLengths) {
@@ -1207,7 +1208,7 @@ TEST(SegmentedGpu, RaggedStripesParetoLengths) {
             << "segment " << s << " of " << len << ", stripe " << c.stripe << " shift " << shift << " (seed " << test_seed() << ")";
       }
     }
-    EXPECT_EQ(stripes, 2);
+    EXPECT_EQ(stripes, 3);
   }
 }
 
