@@ -508,6 +508,10 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
     // 2^24 in 2^12 34.70 / 45.03, in 2^18 43.63 / 62.68, in 2^10 (pieces) 34.46 / 34.84; 2^28 in
     // 2^16 395.01 / 402.79, in 2^22 454.84 / 509.81; in 2^10 (a mean of 2^18: lane groups stay)
     // 384.69 / 365.92. Uniform lengths of mean 64: 2^24 42.63 / 43.84, 2^28 449.01 / 443.43.
+    // With the branch-free fold (2026-11-27 12:1x UTC, segmented-sweep-h{100,200}-ragged-stripes-staged.md,
+    // stripes s32 against the best other candidate): 2^28 in 2^22 H100 449.08 / 509.48 (spans),
+    // uniform 446.18 / 443.00 (spans); H200 338.76 / 412.86 (eager lane groups), uniform 336.51 /
+    // 391.09 (lane groups).
     if (elem_bytes == 4 && acc_bytes <= 8 && segments > 0 && p.n <= kStripeRuleMaxMean * segments &&
         p.n >= sms * static_cast<std::uint64_t>(kStripeWarpsPerSm) * static_cast<std::uint64_t>(kTileElems) / 2) {
       plan st;

@@ -173,7 +173,8 @@ __device__ __forceinline__ void stripe_body(const seg_args<T, Op>& a, const ragg
     const int r0 = static_cast<int>(lane) * E;
     const unsigned marked = __ballot_sync(kAll, bits != 0);
     if (marked == 0) {  // warp-uniform: no run starts in the tile, the open one takes all of it
-      // (the tree the scan below builds at lane 31 where no lane restarts: the same bits)
+      // (the tree the scan below builds at lane 31 where no lane restarts: the same bits; not
+      // core::warp_reduce, whose tree pairs lanes i and i + 16 first: other bits)
       Acc v = Op::identity();
 #pragma unroll
       for (int j = 0; j < E; ++j)
