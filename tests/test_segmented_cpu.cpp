@@ -246,14 +246,14 @@ TEST(SegmentedPlanCpu, RaggedPieces) {
   EXPECT_NE(seg::forced_plan_refusal(p256, tiny, 4, 64, small), "");
   EXPECT_EQ(seg::forced_plan_refusal(p256, tiny, 4, 64, h100()), "");
   EXPECT_EQ(seg::forced_plan_refusal(rows(4, 4), tiny, 4, 4, h100()), "");  // not ragged: nothing to check here
-  // The sweep: the lane groups' candidates, spans and stripes (43, as for more segments), then
+  // The sweep: the lane groups' candidates, spans and stripes (41, as for more segments), then
   // pieces of 4 KiB to 256 KiB.
   const auto rc = seg::ragged_candidates(ragged(256, 1u << 20), 4, 4, h100());
-  ASSERT_EQ(rc.size(), 43u + 7u);
+  ASSERT_EQ(rc.size(), 41u + 7u);
   for (std::size_t i = 0; i < rc.size(); ++i) {
-    EXPECT_EQ(rc[i].how, i < 43 ? seg::strategy::ragged : seg::strategy::pieces) << i;
-    if (i >= 43) {
-      EXPECT_EQ(rc[i].chunk * 4, std::uint64_t(4) << (10 + i - 43)) << i;
+    EXPECT_EQ(rc[i].how, i < 41 ? seg::strategy::ragged : seg::strategy::pieces) << i;
+    if (i >= 41) {
+      EXPECT_EQ(rc[i].chunk * 4, std::uint64_t(4) << (10 + i - 41)) << i;
       EXPECT_EQ(rc[i].chunks, ((1u << 20) + rc[i].chunk - 1) / rc[i].chunk + 256) << i;
     }
   }
@@ -263,13 +263,13 @@ TEST(SegmentedPlanCpu, RaggedPieces) {
 // input for long ones, within the workspace; columns narrow their tiles so that a tile's last
 // block combines at most 16 Ki partials.
 TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
-  // The rule: stripes, two a resident warp of the stripe kernel (132 x 32 on the H100), for 4-byte
+  // The rule: stripes, four a resident warp of the stripe kernel (132 x 32 on the H100), for 4-byte
   // elements with accumulators of at most 8 bytes where segments have a mean of at most 4096
   // elements and the input gives half those warps a tile (2^24: a tile a stripe, 4096 stripes;
-  // 2^28: 8 tiles, 8192 stripes); otherwise the lane groups' and spans' rule (below, asked
+  // 2^28: 4 tiles, 16384 stripes); otherwise the lane groups' and spans' rule (below, asked
   // directly: ragged_groups_plan). Offsets out of order: the lane groups' lanes.
-  for (const auto& [segs, n, stripe] : {std::tuple<std::uint64_t, std::uint64_t, std::uint64_t>{1u << 22, 1u << 28, 8},
-                                        {1u << 16, 1u << 28, 8}, {1u << 18, 1u << 24, 1}, {1u << 12, 1u << 24, 1}}) {
+  for (const auto& [segs, n, stripe] : {std::tuple<std::uint64_t, std::uint64_t, std::uint64_t>{1u << 22, 1u << 28, 4},
+                                        {1u << 16, 1u << 28, 4}, {1u << 18, 1u << 24, 1}, {1u << 12, 1u << 24, 1}}) {
     const seg::plan st = seg::make_plan(ragged(segs, n), 4, 4, false, h100());
     EXPECT_EQ(st.how, seg::strategy::ragged) << segs;
     EXPECT_EQ(st.stripe, stripe * seg::kTileElems) << segs;
@@ -350,10 +350,11 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
   // flight, spans (windows of 4, 8 and 16 KiB, a lane per segment of up to 256, 512 and 1024 f32;
   // then 8 and 16 KiB, 256 and 1024 f32, the warp folding middle segments from the windows),
   // then eager with four, the rule's with those chunks, then stripes for one wave of the stripe
-  // kernel, for two and for four (whole tiles, a warp each). Eager lane groups only for elements of 4 or 8
+  // kernel, for two, four and eight (whole tiles, a warp each; one of each length: here all are
+  // one tile). Eager lane groups only for elements of 4 or 8
   // bytes.
   const auto rc = seg::ragged_candidates(ragged(2048, 1u << 20), 4, 4, h100());
-  EXPECT_EQ(rc.size(), 5u + 12u + 9u + 4u + 6u + 4u + 3u);
+  EXPECT_EQ(rc.size(), 5u + 12u + 9u + 4u + 6u + 4u + 1u);
   for (std::size_t i = 0; i < rc.size(); ++i) {
     EXPECT_EQ(rc[i].tiles, i < 5 || i >= 40 ? (1u << 20) / static_cast<std::uint64_t>(seg::kTileElems) : 0u) << i;
     const bool span = i >= 17 && i < 26, mid = i >= 26 && i < 30;
@@ -375,8 +376,8 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
     EXPECT_EQ(rc[i].eager, i >= 30 && i < 36) << i;
     EXPECT_EQ(rc[i].stripe > 0, i >= 40) << i;
     if (rc[i].stripe > 0) {
-      // 2^20 elements over 132 x 32 warps (and two and four times that): 249, 125 and 63
-      // elements, a tile each.
+      // 2^20 elements over 132 x 32 warps (and two, four and eight times that): 249 to 32
+      // elements, a tile each (one candidate).
       EXPECT_EQ(rc[i].stripe, static_cast<std::uint64_t>(seg::kTileElems)) << i;
       EXPECT_EQ(rc[i].blocks, (1u << 20) / seg::kTileElems / 4) << i;  // four warps a block
       EXPECT_EQ(rc[i].span, 0u) << i;
@@ -456,15 +457,15 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
   stripe_spans.stripe = static_cast<std::uint64_t>(seg::kTileElems);
   EXPECT_NE(seg::forced_plan_refusal(ragged(2048, 1u << 20), stripe_spans, 4, 4, h100()), "");
   // 2^28 elements: 4224 warps on the H100 (32 an SM) take 16 tiles each (4096 stripes, 1024 blocks of
-  // four warps), 8448 take 8 (2048 blocks), 16896 take 4 (4096 blocks).
+  // four warps), 8448 take 8 (2048 blocks), 16896 take 4 (4096 blocks), 33792 take 2 (8192 blocks).
   int stripe_plans = 0;
   for (const auto& c : seg::ragged_candidates(ragged(1u << 22, 1u << 28), 4, 4, h100()))
     if (c.stripe > 0) {
       ++stripe_plans;
-      ASSERT_TRUE(c.blocks == 1024 || c.blocks == 2048 || c.blocks == 4096) << c.blocks;
-      EXPECT_EQ(c.stripe, (c.blocks == 1024 ? 16u : c.blocks == 2048 ? 8u : 4u) * seg::kTileElems) << c.blocks;
+      ASSERT_TRUE(c.blocks == 1024 || c.blocks == 2048 || c.blocks == 4096 || c.blocks == 8192) << c.blocks;
+      EXPECT_EQ(c.stripe, std::uint64_t(16384 / c.blocks) * seg::kTileElems) << c.blocks;
     }
-  EXPECT_EQ(stripe_plans, 3);
+  EXPECT_EQ(stripe_plans, 4);
   seg::plan span_tiles = rc[0];
   span_tiles.span = 1024;
   EXPECT_NE(seg::forced_plan_refusal(ragged(2048, 1u << 20), span_tiles, 4, 4, h100()), "");

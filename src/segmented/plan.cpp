@@ -499,7 +499,7 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
       return r;
     }
     const plan groups = ragged_groups_plan(p, elem_bytes, acc_bytes, d);
-    // Stripes (a warp a stripe, two stripes a resident warp: segments of any length in one pass)
+    // Stripes (a warp a stripe, four stripes a resident warp: segments of any length in one pass)
     // where segments are short on average (a mean of at most kStripeRuleMaxMean elements) and the
     // input gives at least half the stripe kernel's resident warps a tile; 4-byte elements with
     // accumulators of at most 8 bytes (the kernel's 64 registers; the only ones measured).
@@ -512,10 +512,15 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
     // stripes s32 against the best other candidate): 2^28 in 2^22 H100 449.08 / 509.48 (spans),
     // uniform 446.18 / 443.00 (spans); H200 338.76 / 412.86 (eager lane groups), uniform 336.51 /
     // 391.09 (lane groups).
+    // Four stripes a resident warp against two (2026-11-27 14:00 H200, 14:11 H100 UTC,
+    // segmented-sweep-h{200,100}-ragged-per4.md; 2^28: stripes of 4 tiles against 8): in 2^16
+    // H200 269.94 / 279.65, H100 381.61 / 384.34; in 2^22 H200 324.90 / 339.40, H100 445.50 /
+    // 449.57; uniform 2^22 x 2^6 H200 324.21 / 336.20, H100 446.62 / 445.89. Up to 2^25 elements
+    // both are stripes of one tile (the same plan).
     if (elem_bytes == 4 && acc_bytes <= 8 && segments > 0 && p.n <= kStripeRuleMaxMean * segments &&
         p.n >= sms * static_cast<std::uint64_t>(kStripeWarpsPerSm) * static_cast<std::uint64_t>(kTileElems) / 2) {
       plan st;
-      if (fill_stripes(st, p, groups.group, 2, elem_bytes, acc_bytes, sms, d)) return st;
+      if (fill_stripes(st, p, groups.group, 4, elem_bytes, acc_bytes, sms, d)) return st;
     }
     return groups;
   }
@@ -723,11 +728,15 @@ std::vector<plan> ragged_candidates(const problem& p, int elem_bytes, int acc_by
     fill_ragged(r, p, rule.group, bytes, rule.unroll, false, elem_bytes, acc_bytes, sms, d);
     out.push_back(r);
   }
-  // Stripes: a warp's share of the input for one wave of the stripe kernel, for two and for four
-  // (two beat one on both GPUs, 2026-11-27: docs/tuning.md; four not yet measured).
-  for (std::uint64_t per : {1, 2, 4}) {
+  // Stripes: a warp's share of the input for one wave of the stripe kernel, for two, four and
+  // eight (shorter stripes were faster on both GPUs down to four, 2026-11-27: docs/tuning.md;
+  // eight not yet measured). Stripes of one tile (small inputs) come out alike: one of each length.
+  for (std::uint64_t per : {1, 2, 4, 8}) {
     plan r;
-    if (fill_stripes(r, p, rule.group, per, elem_bytes, acc_bytes, sms, d)) out.push_back(r);
+    if (!fill_stripes(r, p, rule.group, per, elem_bytes, acc_bytes, sms, d)) continue;
+    bool seen = false;
+    for (const plan& q : out) seen = seen || (q.stripe == r.stripe && q.group == r.group);
+    if (!seen) out.push_back(r);
   }
   // Few segments: pieces of 4 KiB to 256 KiB.
   if (pieces_fit(p, acc_bytes, d))
