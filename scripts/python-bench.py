@@ -4,7 +4,8 @@ tally.sum(x) called in a loop with results left on the device vs x.sum() (torch)
 sizes 2^10..2^30; the Python layer's cost over the C++ call (tally::reduce called in a C++ loop in
 this process, into a preallocated result, with the options tally.sum uses for a torch tensor); row
 and column sums against torch's. Times are CUDA events around a loop of calls (host launch cost
-included), median of 5 loops, the best of 4 such medians taken alternately.
+included), median of 5 loops, the best of 4 such medians taken alternately, after a second of
+warm-up calls.
 
     PYTHONPATH=build/dev/python python3 scripts/python-bench.py [--json out.json] [--max-log2 30]
 """
@@ -12,6 +13,7 @@ import argparse
 import datetime
 import json
 import statistics
+import time
 
 import importlib
 import importlib.util
@@ -42,6 +44,21 @@ def loop_us(fn, calls, reps=5, inner=1):
     return statistics.median(times)
 
 
+def warm_up(seconds=1.0):
+    """Every path of the first row, and the GPU's clocks, busy for a second before anything is
+    timed: without it the first row (2^10) came out slower than the next in all three columns
+    (H200 2026-11-27 13:58 UTC: the C++ call 4.52 us at 2^10, 3.53 at 2^12; torch 11.71 and 8.59)."""
+    t = torch.rand(1 << 10, device="cuda")
+    c = cupy.asarray(t) if cupy is not None else None
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        for _ in range(200):
+            t.sum(), tally.sum(t)
+            if c is not None:
+                cupy.sum(c), tally.sum(c)
+        torch.cuda.synchronize()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
@@ -49,6 +66,7 @@ def main():
     args = ap.parse_args()
     assert torch is not None and torch.cuda.is_available(), "needs torch with CUDA"
     rows = []
+    warm_up()
     print(f"# tally from Python, {torch.cuda.get_device_name()} ({datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC)\n")
     print("| n | torch t.sum() us | tally.sum(t) us | ratio torch/tally | C++ call us | Python layer us | cupy.sum us | tally.sum(cupy) us | ratio |")
     print("|---|---|---|---|---|---|---|---|---|")

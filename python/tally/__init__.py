@@ -345,6 +345,16 @@ def _fill(r, buffer, shape, count, dtype, op, stream, rtype, keep):
 _new_result = object.__new__
 
 
+@functools.lru_cache(maxsize=None)
+def _scalar_class(dtype, op, rtype):
+    """A Result subclass for one reduction of a whole array (dtype, op): its fixed fields are class
+    attributes, so a call sets only the buffer, the stream and the input it keeps alive (three
+    stores, not ten: the per-call path of tally.sum(x))."""
+    fixed = {"shape": (), "_count": 1, "_dtype": dtype, "_op": op, "_rtype": rtype, "_stats": op == "stats",
+             "_arg": op in ("argmin", "argmax")}
+    return type("Result", (Result,), {"__slots__": (), "__module__": __name__, "__qualname__": "Result", **fixed})
+
+
 @functools.lru_cache(maxsize=1024)
 def _result_of(dtype, op):
     """The result dtype of (dtype, op) and the bytes one result takes (records for arg ops, stats)."""
@@ -443,21 +453,11 @@ def _plan(dtype, op, nan, mode, what):
     return p
 
 
-_TORCH_PLANS = {}  # (torch dtype, op, nan, mode) -> _plan(...)
-
-
-def _torch_fast(x, op, nan, mode):
-    """tally.<op>(t) of a contiguous CUDA tensor, all of it, on torch's current stream: the
-    shortest path (one native call that takes a pooled result buffer and launches)."""
-    key = (x.dtype, op, nan, mode)
-    p = _TORCH_PLANS.get(key)
-    if p is None:
-        dtype = _from_torch(x, None).dtype  # TypeError for a dtype tally does not reduce
-        p = _TORCH_PLANS[key] = _plan(dtype, op, nan, mode, f"tally.{op}") + (dtype,)
-    d = x.get_device()
-    s = _TORCH_RAW_STREAM(d)
-    buf = _tally.reduce_new(x.data_ptr(), x.numel(), p[0], p[1], p[2], p[3], s, d, p[5], False)
-    return _fill(_new_result(Result), buf, (), 1, p[6], op, s, p[4], x)
+def _torch_plan(x, op, nan, mode):
+    """The fast path's plan for a torch dtype: the native ids, the result's bytes and its class."""
+    dtype = _from_torch(x, None).dtype  # TypeError for a dtype tally does not reduce
+    p = _plan(dtype, op, nan, mode, f"tally.{op}")
+    return p[:4] + (p[5], _scalar_class(dtype, op, p[4]))
 
 
 def reduce(x, op="sum", axis=None, *, nan="propagate", mode="fast", stream=None, out=None):
@@ -492,7 +492,9 @@ def _reduce_device(a, op, ax, nan, mode, out):
     device = -1 if a.ordinal is None else a.ordinal
     if out is None and ax is None:
         buf = _tally.reduce_new(a.address, a.n, p[0], p[1], p[2], p[3], a.stream, device, p[5], not a.trusted)
-        return _fill(_new_result(Result), buf, (), 1, a.dtype, op, a.stream, p[4], a.keep)
+        r = _new_result(_scalar_class(a.dtype, op, p[4]))
+        r._buffer, r._stream, r._keep = buf, a.stream, a.keep
+        return r
     res = out if out is not None else Result(shape, a.dtype, op, a.stream, a.ordinal)
     if out is not None and (out.shape != shape or out._op != op or out._dtype != a.dtype):
         raise ValueError(f"tally.{op}: out holds {out.shape} {out._op} results of {out._dtype}, this call gives "
@@ -519,10 +521,22 @@ def reduce_value(x, op="sum", *, nan="propagate", mode="fast", stream=None):
 
 
 def _named(op, doc):
+    plans = {}  # (torch dtype, nan, mode) -> _torch_plan(...)
+
     def f(x, axis=None, *, nan="propagate", mode="fast", stream=None, out=None):
+        # A contiguous CUDA tensor, all of it, on torch's current stream: the shortest path (a dict
+        # look-up, one native call that takes a pooled result buffer and launches, three stores).
         if type(x) is _TORCH_TENSOR and axis is None and stream is None and out is None and x.is_cuda \
                 and x.is_contiguous():
-            return _torch_fast(x, op, nan, mode)
+            p = plans.get((x.dtype, nan, mode))
+            if p is None:
+                p = plans[(x.dtype, nan, mode)] = _torch_plan(x, op, nan, mode)
+            d = x.get_device()
+            s = _TORCH_RAW_STREAM(d)
+            buf = _tally.reduce_new(x.data_ptr(), x.numel(), p[0], p[1], p[2], p[3], s, d, p[4], False)
+            r = _new_result(p[5])
+            r._buffer, r._stream, r._keep = buf, s, x
+            return r
         return reduce(x, op, axis, nan=nan, mode=mode, stream=stream, out=out)
     f.__name__ = op if op != "norm2" else "norm"
     f.__doc__ = doc

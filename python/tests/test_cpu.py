@@ -79,6 +79,27 @@ def test_argument_errors_name_the_problem():
         tally.sum(x, stream="default")
 
 
+def test_whole_array_results_read_like_any_result():
+    # The per-call path's Result subclass: the fixed fields as class attributes (one class per
+    # dtype and op), the rest in the base class's slots; no instance dictionary.
+    cls = tally._scalar_class("i32", "argmax", tally._tally.result_dtype("i32", "argmax"))
+    assert cls is tally._scalar_class("i32", "argmax", "i32")
+    assert issubclass(cls, tally.Result) and cls.__name__ == "Result" and cls.__module__ == "tally"
+    r = tally._new_result(cls)
+    r._buffer, r._stream, r._keep = None, 7, "input"
+    assert (r.shape, r._count, r._dtype, r._op, r._rtype, r._arg, r._stats, r._stream) == \
+        ((), 1, "i32", "argmax", "i32", True, False, 7)
+    assert r.dtype == "i64"  # argmax results export their indices
+    assert repr(r) == "tally.Result(shape=(), dtype=i64, op=argmax)"
+    assert not hasattr(r, "__dict__")
+    with pytest.raises(AttributeError):
+        r.shape = (3,)  # fixed for the class
+    s = tally._new_result(tally._scalar_class("f32", "stats", "f64"))
+    assert s._stats and not s._arg
+    with pytest.raises(TypeError, match="records"):
+        s._view()
+
+
 def test_axes_are_normalised_like_numpy():
     assert tally._axes(None, 3, "t") is None
     assert tally._axes(-1, 3, "t") == (2, 1)
