@@ -350,8 +350,8 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
   // flight, spans (windows of 4, 8 and 16 KiB, a lane per segment of up to 256, 512 and 1024 f32;
   // then 8 and 16 KiB, 256 and 1024 f32, the warp folding middle segments from the windows),
   // then eager with four, the rule's with those chunks, then stripes for one wave of the stripe
-  // kernel, for two, four and eight (whole tiles, a warp each; one of each length: here all are
-  // one tile). Eager lane groups only for elements of 4 or 8
+  // kernel, for two, four, eight and sixteen (whole tiles, a warp each; one of each length: here
+  // all are one tile). Eager lane groups only for elements of 4 or 8
   // bytes.
   const auto rc = seg::ragged_candidates(ragged(2048, 1u << 20), 4, 4, h100());
   EXPECT_EQ(rc.size(), 5u + 12u + 9u + 4u + 6u + 4u + 1u);
@@ -376,7 +376,7 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
     EXPECT_EQ(rc[i].eager, i >= 30 && i < 36) << i;
     EXPECT_EQ(rc[i].stripe > 0, i >= 40) << i;
     if (rc[i].stripe > 0) {
-      // 2^20 elements over 132 x 32 warps (and two, four and eight times that): 249 to 32
+      // 2^20 elements over 132 x 32 warps (and two to sixteen times that): 249 to 16
       // elements, a tile each (one candidate).
       EXPECT_EQ(rc[i].stripe, static_cast<std::uint64_t>(seg::kTileElems)) << i;
       EXPECT_EQ(rc[i].blocks, (1u << 20) / seg::kTileElems / 4) << i;  // four warps a block
@@ -457,15 +457,17 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
   stripe_spans.stripe = static_cast<std::uint64_t>(seg::kTileElems);
   EXPECT_NE(seg::forced_plan_refusal(ragged(2048, 1u << 20), stripe_spans, 4, 4, h100()), "");
   // 2^28 elements: 4224 warps on the H100 (32 an SM) take 16 tiles each (4096 stripes, 1024 blocks of
-  // four warps), 8448 take 8 (2048 blocks), 16896 take 4 (4096 blocks), 33792 take 2 (8192 blocks).
+  // four warps), 8448 take 8 (2048 blocks), 16896 take 4 (4096 blocks), 33792 take 2 (8192 blocks),
+  // 67584 take 1 (16384 blocks).
   int stripe_plans = 0;
   for (const auto& c : seg::ragged_candidates(ragged(1u << 22, 1u << 28), 4, 4, h100()))
     if (c.stripe > 0) {
       ++stripe_plans;
-      ASSERT_TRUE(c.blocks == 1024 || c.blocks == 2048 || c.blocks == 4096 || c.blocks == 8192) << c.blocks;
+      ASSERT_TRUE(c.blocks == 1024 || c.blocks == 2048 || c.blocks == 4096 || c.blocks == 8192 || c.blocks == 16384)
+          << c.blocks;
       EXPECT_EQ(c.stripe, std::uint64_t(16384 / c.blocks) * seg::kTileElems) << c.blocks;
     }
-  EXPECT_EQ(stripe_plans, 4);
+  EXPECT_EQ(stripe_plans, 5);
   seg::plan span_tiles = rc[0];
   span_tiles.span = 1024;
   EXPECT_NE(seg::forced_plan_refusal(ragged(2048, 1u << 20), span_tiles, 4, 4, h100()), "");

@@ -728,10 +728,11 @@ std::vector<plan> ragged_candidates(const problem& p, int elem_bytes, int acc_by
     fill_ragged(r, p, rule.group, bytes, rule.unroll, false, elem_bytes, acc_bytes, sms, d);
     out.push_back(r);
   }
-  // Stripes: a warp's share of the input for one wave of the stripe kernel, for two, four and
-  // eight (shorter stripes were faster on both GPUs down to four, 2026-11-27: docs/tuning.md;
-  // eight not yet measured). Stripes of one tile (small inputs) come out alike: one of each length.
-  for (std::uint64_t per : {1, 2, 4, 8}) {
+  // Stripes: a warp's share of the input for one wave of the stripe kernel, for two, four, eight
+  // and sixteen (shorter stripes were faster on both GPUs down to four, 2026-11-27: docs/tuning.md;
+  // eight and sixteen not yet measured: each stripe also pays a search of the begins for its
+  // first segment). Stripes of one tile (small inputs) come out alike: one of each length.
+  for (std::uint64_t per : {1, 2, 4, 8, 16}) {
     plan r;
     if (!fill_stripes(r, p, rule.group, per, elem_bytes, acc_bytes, sms, d)) continue;
     bool seen = false;
