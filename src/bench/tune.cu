@@ -231,7 +231,6 @@ report run_tune(const tune_options& opt) {
   b.d_partials = partials.get();
   char* const t = static_cast<char*>(tail.get());
   b.d_counter = reinterpret_cast<unsigned int*>(t + core::kTailCounterOffset);
-  b.d_exact_used = reinterpret_cast<unsigned int*>(t + core::kTailExactUsedOffset);
   b.d_chunk_next = reinterpret_cast<unsigned int*>(t + core::kTailChunkNextOffset);
   b.d_exact = reinterpret_cast<long long*>(t + core::kTailExactOffset);
   b.d_out = out.get();

@@ -33,7 +33,6 @@ struct sweep_buffers {
   void* d_partials = nullptr;
   unsigned int* d_counter = nullptr;
   long long* d_exact = nullptr;
-  unsigned int* d_exact_used = nullptr;
   unsigned int* d_chunk_next = nullptr;  // the dynamic schedules' chunk counter
   void* d_out = nullptr;  // 64 bytes per candidate; slot 63 is the competitor's
   void* d_temp = nullptr;  // the competitor's temporary storage
@@ -174,7 +173,7 @@ candidate exact_candidate(const char* label, const sweep_buffers& b, int slot) {
   c.launch = [strided, dynamic, b, slot](cudaStream_t s, std::uint64_t n, unsigned blocks, int) {
     core::exact_args<T> a{static_cast<const T*>(b.d_in), static_cast<const T*>(b.d_in2), n,
                           static_cast<char*>(b.d_out) + 64 * slot, static_cast<core::exact_acc*>(b.d_partials),
-                          b.d_counter, b.d_exact, b.d_exact_used, b.d_chunk_next, nullptr};
+                          b.d_counter, b.d_exact, b.d_chunk_next, nullptr};
     const bool dyn = DYN && F != core::exact_form::dot &&
                      core::exact_dynamic(int(sizeof(T)), n, b.l2_bytes);
     void* args[] = {&a};

@@ -171,7 +171,6 @@ std::unique_ptr<workspace> make_capture_workspace(device_slot& slot) {
 void carve_tail(workspace& w, char* tail) {
   static_assert(kTailChunkNextOffset + 4 <= kTailResultOffset && kTailResultOffset + 64 <= kTailExactOffset);
   w.d_counter = reinterpret_cast<unsigned int*>(tail + kTailCounterOffset);
-  w.d_exact_used = reinterpret_cast<unsigned int*>(tail + kTailExactUsedOffset);
   w.d_chunk_next = reinterpret_cast<unsigned int*>(tail + kTailChunkNextOffset);
   w.d_result = tail + kTailResultOffset;
   w.d_exact = reinterpret_cast<long long*>(tail + kTailExactOffset);

@@ -72,7 +72,6 @@ struct workspace {
   bool owns_memory = true;             // false: a slice of a capture slab
   unsigned int* d_counter = nullptr;   // zero between calls
   long long* d_exact = nullptr;        // the exact mode's global accumulator, zero between calls
-  unsigned int* d_exact_used = nullptr; // nonzero while d_exact holds something, zero between calls
   unsigned int* d_chunk_next = nullptr; // the dynamic schedules' next chunk, zero between calls
   unsigned long long* d_seg_status = nullptr;  // segmented: the ragged offsets' check word
   unsigned int* d_seg_counters = nullptr;      // segmented: kSegCounters counters, zero between calls
@@ -90,7 +89,6 @@ inline constexpr int kMaxAccBytes = 64;
 // The workspace's tail, the bytes after its partial slots (one allocation; every word but the
 // result slot zero between calls): where each field of `workspace` sits in it.
 inline constexpr std::size_t kTailCounterOffset = 0;       // d_counter
-inline constexpr std::size_t kTailExactUsedOffset = 64;    // d_exact_used
 inline constexpr std::size_t kTailChunkNextOffset = 68;    // d_chunk_next
 inline constexpr std::size_t kTailResultOffset = 128;      // d_result, 64 bytes
 inline constexpr std::size_t kTailExactOffset = 256;       // d_exact, exact::kWords * 8 = 1088 bytes

@@ -35,6 +35,13 @@ struct exact_acc {
   unsigned flags;
   int grid;
 };
+// A block's published partial carries this flag when the block added words into the global
+// accumulator (d_acc): the last block ORs every partial's flags, so it learns from the partials
+// it reads anyway whether to read and clear d_acc (no flag word of its own to exchange, a global
+// round trip on every call). Not a special-value flag (exact::special_result reads kNaN, kPosInf
+// and kNegInf only); cleared before the result is rounded or carried.
+inline constexpr unsigned kAccUsed = 8;
+static_assert((kAccUsed & (exact::kNaN | exact::kPosInf | exact::kNegInf)) == 0, "a flag of its own");
 inline constexpr int kNoGrid = 127;
 
 template <class T>
@@ -45,8 +52,7 @@ struct exact_args {
   void* d_out;
   exact_acc* d_partials;
   unsigned int* d_counter;  // zero between calls
-  long long* d_acc;         // exact::kWords words, zero between calls
-  unsigned int* d_acc_used; // nonzero when a block added into d_acc, zero between calls
+  long long* d_acc;         // exact::kWords words, zero between calls (a partial's kAccUsed: in use)
   unsigned int* d_next;     // the dynamic schedule's next chunk (exact_block_dynamic), zero between calls
   long long* d_carry;       // chunked reductions: add the exact sum here instead of rounding it
 };
@@ -495,12 +501,12 @@ __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) exact_kernel(exact_args<T> 
     for (int k = threadIdx.x; k < exact::kWords; k += BLOCK)
       if (st.words[k] != 0)
         atomicAdd(reinterpret_cast<unsigned long long*>(a.d_acc + k), static_cast<unsigned long long>(st.words[k]));
-    if (threadIdx.x == 0) atomicExch(a.d_acc_used, 1u);
     __threadfence();
   }
   __shared__ bool is_last;
   __syncthreads();
   if (threadIdx.x == 0) {
+    if (st.flushed != 0) v.flags |= kAccUsed;  // the last block reads d_acc (ordered by the release below)
     a.d_partials[blockIdx.x] = v;
     is_last = atomic_inc_acq_rel(a.d_counter, gridDim.x - 1) == gridDim.x - 1;
   }
@@ -518,13 +524,27 @@ __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) exact_kernel(exact_args<T> 
   p = block_reduce<Op, BLOCK>(p);
   if (warp != 0) return;
   const unsigned lane = threadIdx.x & 31u;
-  unsigned used = lane == 0 ? atomicExch(a.d_acc_used, 0u) : 0u;
-  used = __shfl_sync(0xffffffffu, used, 0);
-  if (used != 0) {
+  // Lane 0's p holds every partial's flags: kAccUsed if any block added into d_acc. Then the
+  // whole warp reads the words (independent loads past L1: the publishing blocks' atomics are
+  // ordered before their partials' release and this block's acquire), leaves zeros for the next
+  // call, and adds them into this block's accumulator.
+  const bool used = __shfl_sync(0xffffffffu, p.flags & kAccUsed, 0) != 0;
+  p.flags &= ~kAccUsed;
+  if (used) {
     __syncwarp();  // warp 0's own flushes (in block_reduce) are in st.words
-    for (int k = lane; k < exact::kWords; k += 32) {
-      const long long g = static_cast<long long>(atomicExch(reinterpret_cast<unsigned long long*>(a.d_acc + k), 0ull));
-      st.words[k] += g;
+    long long g[(exact::kWords + 31) / 32];
+#pragma unroll
+    for (int j = 0; j < (exact::kWords + 31) / 32; ++j) {
+      const int k = lane + 32 * j;
+      g[j] = k < exact::kWords ? __ldcg(a.d_acc + k) : 0;
+    }
+#pragma unroll
+    for (int j = 0; j < (exact::kWords + 31) / 32; ++j) {
+      const int k = lane + 32 * j;
+      if (k < exact::kWords) {
+        __stcg(a.d_acc + k, 0ll);
+        st.words[k] += g[j];
+      }
     }
     if (lane == 0) st.flushed = 1;
   }

@@ -240,7 +240,7 @@ void launch_exact_shape(const void* d_in, std::uint64_t n, void* d_out, const la
   if (c.dry_run) return;
   exact_args<T> args{static_cast<const T*>(d_in), static_cast<const T*>(c.d_in2), n, d_out,
                      static_cast<exact_acc*>(c.ws->d_partials), c.ws->d_counter, c.ws->d_exact,
-                     c.ws->d_exact_used, c.ws->d_chunk_next, c.d_carry};
+                     c.ws->d_chunk_next, c.d_carry};
   check_cuda(launch_pdl(exact_kernel_of<T, F, D>(), args, blocks, Tu::block, c.stream),
              "launching the exact reduce kernel (cudaLaunchKernelEx)");
 }
@@ -259,7 +259,7 @@ void launch_exact_dynamic(const void* d_in, std::uint64_t n, void* d_out, const 
   if (c.dry_run) return;
   exact_args<T> args{static_cast<const T*>(d_in), nullptr, n, d_out,
                      static_cast<exact_acc*>(c.ws->d_partials), c.ws->d_counter, c.ws->d_exact,
-                     c.ws->d_exact_used, c.ws->d_chunk_next, c.d_carry};
+                     c.ws->d_chunk_next, c.d_carry};
   check_cuda(launch_pdl(exact_stream_kernel_of<T, F>(), args, blocks, s.block, c.stream),
              "launching the exact reduce kernel (cudaLaunchKernelEx)");
 }
