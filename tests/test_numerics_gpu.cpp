@@ -1033,6 +1033,37 @@ TEST(NumericsGpu, ExactSumDynamicSchedule) {
   run_exact_dynamic<double>();
 }
 
+// The global accumulator between calls: a multi-block exact sum whose blocks flush (magnitudes
+// from 2^-1000 to 2^1000: every block adds words into the global accumulator and flags its
+// partial), then sums that flush nothing, then the flushing one again, then one where a single
+// block flushes: each bitwise its reference. A word the last block left behind, or a flag lost
+// in a merge (the last block then not reading the words), shows in the next result.
+TEST(NumericsGpu, ExactSumLeavesTheGlobalAccumulatorClean) {
+  TALLY_REQUIRE_GPU();
+  const std::uint64_t n = small_only() ? (1u << 16) + 7 : (1u << 20) + 7;
+  rng_t r(test_seed() + 71);
+  std::vector<double> wide(n);
+  for (auto& x : wide) x = std::ldexp(static_cast<double>(r.below(1u << 20)) - 524288.0, static_cast<int>(r.below(2001)) - 1000);
+  std::vector<double> plain(n, 0.5), one_flush(n, 0.25);
+  one_flush[n / 2] = 0x1p900;
+  one_flush[n / 2 + 1] = 0x1p-900;
+  on_device<double> dw(wide), dp(plain), d1(one_flush);
+  std::vector<float> fplain(n, 1.5f);
+  on_device<float> dfp(fplain);
+  const double want_wide = rounded<double>(ref::exact_sum(wide.data(), n));
+  const double want_one = rounded<double>(ref::exact_sum(one_flush.data(), n));
+  for (int round = 0; round < 3; ++round) {
+    const value a = reduce_value(dw.get(), n, dtype::f64, op::sum, nullptr, with_mode(accuracy::exact));
+    EXPECT_TRUE(same_bits(a.f, want_wide)) << "wide, round " << round << ": " << hex(a.f) << " vs " << hex(want_wide);
+    const value b = reduce_value(dp.get(), n, dtype::f64, op::sum, nullptr, with_mode(accuracy::exact));
+    EXPECT_EQ(b.f, 0.5 * static_cast<double>(n)) << "plain f64 after the wide sum, round " << round;
+    const value c = reduce_value(dfp.get(), n, dtype::f32, op::sum, nullptr, with_mode(accuracy::exact));
+    EXPECT_EQ(c.f, static_cast<double>(static_cast<float>(1.5 * static_cast<double>(n)))) << "plain f32, round " << round;
+    const value d = reduce_value(d1.get(), n, dtype::f64, op::sum, nullptr, with_mode(accuracy::exact));
+    EXPECT_TRUE(same_bits(d.f, want_one)) << "one block flushing, round " << round;
+  }
+}
+
 // Exact f32 (and bf16) sums round once to f32, not via f64: 1 + 2^-24 + 2^-80 -> 1 + 2^-23.
 TEST(NumericsGpu, ExactSumRoundsOnceNotTwice) {
   TALLY_REQUIRE_GPU();

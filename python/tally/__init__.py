@@ -334,6 +334,19 @@ class Result:
     def __repr__(self):
         return f"tally.Result(shape={self.shape}, dtype={self.dtype}, op={self._op})"
 
+    def __copy__(self):
+        # A whole-array result's class holds its fixed fields (_scalar_class): copy the slots
+        # that this class leaves to its instances (a shallow copy: the same device buffer).
+        cls = type(self)
+        r = _new_result(cls)
+        for name in Result.__slots__:
+            if name != "__weakref__" and isinstance(getattr(cls, name), _MemberDescriptor) and hasattr(self, name):
+                setattr(r, name, getattr(self, name))
+        return r
+
+
+_MemberDescriptor = type(Result.shape)  # a slot's descriptor
+
 
 def _fill(r, buffer, shape, count, dtype, op, stream, rtype, keep):
     r.shape, r._count, r._dtype, r._op, r._stream, r._rtype = shape, count, dtype, op, stream, rtype

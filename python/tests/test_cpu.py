@@ -1,5 +1,7 @@
 """The Python package without a GPU: import, dtype mapping, argument errors (clear exceptions,
 never a crash)."""
+import copy
+
 import numpy as np
 import pytest
 
@@ -94,6 +96,8 @@ def test_whole_array_results_read_like_any_result():
     assert not hasattr(r, "__dict__")
     with pytest.raises(AttributeError):
         r.shape = (3,)  # fixed for the class
+    c = copy.copy(r)  # a shallow copy: the same buffer, the class's fields
+    assert type(c) is cls and (c._buffer, c._stream, c._keep, c.shape, c._op) == (None, 7, "input", (), "argmax")
     s = tally._new_result(tally._scalar_class("f32", "stats", "f64"))
     assert s._stats and not s._arg
     with pytest.raises(TypeError, match="records"):

@@ -89,7 +89,7 @@ inline constexpr int kMaxAccBytes = 64;
 // The workspace's tail, the bytes after its partial slots (one allocation; every word but the
 // result slot zero between calls): where each field of `workspace` sits in it.
 inline constexpr std::size_t kTailCounterOffset = 0;       // d_counter
-inline constexpr std::size_t kTailChunkNextOffset = 68;    // d_chunk_next
+inline constexpr std::size_t kTailChunkNextOffset = 68;    // d_chunk_next (64-67: unused since 2026-11-27)
 inline constexpr std::size_t kTailResultOffset = 128;      // d_result, 64 bytes
 inline constexpr std::size_t kTailExactOffset = 256;       // d_exact, exact::kWords * 8 = 1088 bytes
 inline constexpr std::size_t kSegStatusOffset = kTailExactOffset + 1088;  // d_seg_status
