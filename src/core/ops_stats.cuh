@@ -145,14 +145,34 @@ struct op_stats {
   // mu, s2 + d (2 s1 + n d) with d = c - mu (exact algebra; with c an element, d is of the order
   // of the spread, so no cancellation beyond what the thread's own centre had), summed in a
   // fixed order. Thread 0 gets the block's accumulator centred on mu.
+  // The NaN flag rides only where there is one (f64 under propagation): elsewhere it was a
+  // constant zero shuffled at every step (f32: 8 shuffled words a step, now 6; the same values).
+  struct head_flagged {
+    double n, sum;
+    M mn, mx, nan;
+  };
+  struct head_plain {
+    double n, sum;
+    M mn, mx;
+  };
   struct head_op {
-    struct acc_type {
-      double n, sum;
-      M mn, mx, nan;
-    };
-    static __device__ acc_type identity() { return {0.0, 0.0, M(__builtin_huge_val()), M(-__builtin_huge_val()), M(0)}; }
+    using acc_type = std::conditional_t<flag, head_flagged, head_plain>;
+    static __device__ acc_type identity() {
+      acc_type h;
+      h.n = h.sum = 0.0;
+      h.mn = M(__builtin_huge_val());
+      h.mx = M(-__builtin_huge_val());
+      if constexpr (flag) h.nan = M(0);
+      return h;
+    }
     static __device__ acc_type combine(acc_type a, acc_type b) {
-      return {a.n + b.n, a.sum + b.sum, extreme(a.mn, b.mn, false), extreme(a.mx, b.mx, true), a.nan > b.nan ? a.nan : b.nan};
+      acc_type h;
+      h.n = a.n + b.n;
+      h.sum = a.sum + b.sum;
+      h.mn = extreme(a.mn, b.mn, false);
+      h.mx = extreme(a.mx, b.mx, true);
+      if constexpr (flag) h.nan = a.nan > b.nan ? a.nan : b.nan;
+      return h;
     }
   };
   struct m2_op {
@@ -162,7 +182,11 @@ struct op_stats {
   };
   template <int BLOCK>
   static __device__ __forceinline__ acc_type block_reduce(acc_type a) {
-    typename head_op::acc_type h{a.n, a.sum, a.mn, a.mx, M(0)};
+    typename head_op::acc_type h;
+    h.n = a.n;
+    h.sum = a.sum;
+    h.mn = a.mn;
+    h.mx = a.mx;
     if constexpr (flag) h.nan = a.nan;
     h = block_reduce_generic<head_op, BLOCK, true>(h);
     __shared__ double mu_shared;
