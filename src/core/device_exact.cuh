@@ -513,7 +513,10 @@ __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) exact_kernel(exact_args<T> 
   // Publish: the accumulator (only if this block flushed anything), normalised so that 4096
   // blocks' words still fit, into the global one; then the expansion as this block's partial.
   __syncthreads();  // every flush of this block is in st.words
-  if (st.flushed != 0) {
+  // Read once by every thread (nothing flushes or clears it until the last block's zeroing below,
+  // which it guards, so the branches and their barriers are block-uniform).
+  const bool flushed = st.flushed != 0;
+  if (flushed) {
     if (warp == 0) exact::normalize_warp(st.words);
     __syncthreads();
     for (int k = threadIdx.x; k < exact::kWords; k += BLOCK)
@@ -524,7 +527,7 @@ __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) exact_kernel(exact_args<T> 
   __shared__ bool is_last;
   __syncthreads();
   if (threadIdx.x == 0) {
-    if (st.flushed != 0) v.flags |= kAccUsed;  // the last block reads d_acc (ordered by the release below)
+    if (flushed) v.flags |= kAccUsed;  // the last block reads d_acc (ordered by the release below)
     a.d_partials[blockIdx.x] = v;
     is_last = atomic_inc_acq_rel(a.d_counter, gridDim.x - 1) == gridDim.x - 1;
   }
@@ -532,11 +535,14 @@ __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) exact_kernel(exact_args<T> 
   if (!is_last) return;
   if (kDynamic && threadIdx.x == 0) *d_next = 0;  // every block has taken its last chunk
 
-  // The last block: a clean accumulator (its own flushes are in the global one), every partial
-  // merged, then the global accumulator if any block used it.
-  for (int k = threadIdx.x; k < exact::kWords; k += BLOCK) st.words[k] = 0;
-  if (threadIdx.x == 0) st.flushed = 0;
-  __syncthreads();
+  // The last block: a clean accumulator (its own flushes are in the global one; a block that
+  // flushed nothing has its words still zero from the start), every partial merged, then the
+  // global accumulator if any block used it.
+  if (flushed) {
+    for (int k = threadIdx.x; k < exact::kWords; k += BLOCK) st.words[k] = 0;
+    if (threadIdx.x == 0) st.flushed = 0;
+    __syncthreads();
+  }
   exact_acc p = Op::identity();
   for (unsigned b = threadIdx.x; b < gridDim.x; b += BLOCK) p = Op::combine(p, load_cg(a.d_partials + b));
   p = block_reduce<Op, BLOCK>(p);
