@@ -455,14 +455,14 @@ _PLANS = {}
 
 def _plan(dtype, op, nan, mode, what):
     """(dtype, op, nan, mode) checked once, as the native layer's ids plus the result's dtype and
-    bytes: the per-call work of a reduction is a dictionary look-up."""
+    bytes and a whole-array result's class: the per-call work of a reduction is a dictionary look-up."""
     key = (dtype, op, nan, mode)
     p = _PLANS.get(key)
     if p is None:
         _check_op(dtype, op, nan, mode, what)
         rtype, unit = _result_of(dtype, op)
         p = _PLANS[key] = (_tally.dtype_id(dtype), _tally.op_id(op), _tally.nan_id(nan), _tally.mode_id(mode), rtype,
-                           unit)
+                           unit, _scalar_class(dtype, op, rtype))
     return p
 
 
@@ -470,7 +470,7 @@ def _torch_plan(x, op, nan, mode):
     """The fast path's plan for a torch dtype: the native ids, the result's bytes and its class."""
     dtype = _from_torch(x, None).dtype  # TypeError for a dtype tally does not reduce
     p = _plan(dtype, op, nan, mode, f"tally.{op}")
-    return p[:4] + (p[5], _scalar_class(dtype, op, p[4]))
+    return p[:4] + (p[5], p[6])
 
 
 def reduce(x, op="sum", axis=None, *, nan="propagate", mode="fast", stream=None, out=None):
@@ -505,7 +505,7 @@ def _reduce_device(a, op, ax, nan, mode, out):
     device = -1 if a.ordinal is None else a.ordinal
     if out is None and ax is None:
         buf = _tally.reduce_new(a.address, a.n, p[0], p[1], p[2], p[3], a.stream, device, p[5], not a.trusted)
-        r = _new_result(_scalar_class(a.dtype, op, p[4]))
+        r = _new_result(p[6])
         r._buffer, r._stream, r._keep = buf, a.stream, a.keep
         return r
     res = out if out is not None else Result(shape, a.dtype, op, a.stream, a.ordinal)

@@ -324,8 +324,7 @@ struct op_exact {
         if (__all_sync(0xffffffffu, v.a1 == 0.0 && v.flags == 0u)) {
           const double b0 = __shfl_down_sync(0xffffffffu, v.a0, offset);
           const double s = __dadd_rn(v.a0, b0);
-          const bool ok = lane >= unsigned(offset) ||
-                          (fabs(s) < exact::kFpeLimit && __dsub_rn(s, v.a0) == b0 && __dsub_rn(s, b0) == v.a0);
+          const bool ok = lane >= unsigned(offset) || exact::merge_add_is_exact(s, v.a0, b0);
           if (__all_sync(0xffffffffu, ok)) {
             if (lane < unsigned(offset)) v.a0 = s;
             continue;

@@ -453,6 +453,12 @@ TALLY_HD inline void fpe_merge(fpe2& f, const fpe2& g, unsigned& flags, Flush&& 
   fpe_add(f, g.a1, flags, flush);
 }
 
+// True when s = add_rn(a, b) is a + b exactly and below the expansion's limit: fpe_merge_fast's
+// test (and the exact warp tree's, which must take the same steps).
+TALLY_HD inline bool merge_add_is_exact(double s, double a, double b) {
+  return detail::abs_d(s) < kFpeLimit && detail::sub_rn(s, a) == b && detail::sub_rn(s, b) == a;
+}
+
 // fpe_merge with a fast path for the usual case of f32/f16/bf16 data (and of sparse f64 data):
 // g's low term is zero and f.a0 + g.a0 is exact and below the limit, so the merge is one add and
 // the exactness test of fpe_add_narrow. Otherwise the general merge.
@@ -460,7 +466,7 @@ template <class Flush>
 TALLY_HD inline void fpe_merge_fast(fpe2& f, const fpe2& g, unsigned& flags, Flush&& flush) {
   if (g.a1 == 0.0) {
     const double s = detail::add_rn(f.a0, g.a0);
-    if (detail::abs_d(s) < kFpeLimit && detail::sub_rn(s, f.a0) == g.a0 && detail::sub_rn(s, g.a0) == f.a0) {
+    if (merge_add_is_exact(s, f.a0, g.a0)) {
       f.a0 = s;
       return;
     }
