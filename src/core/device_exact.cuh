@@ -309,28 +309,11 @@ struct op_exact {
   // A shuffle tree in which only the lanes whose results count combine: a combine may flush into
   // the block's accumulator, so the other lanes' combines (harmless for a pure op) would add
   // their garbage to it.
-  //
-  // Narrow inputs (f32, f16, bf16) first try each step on a0 alone: where every lane's low term
-  // and flags are zero, combine's fast merge is the add s = a0 + b.a0 when its exactness test
-  // holds (and leaves a1, flags and grid as they are), so if the test holds on every combining
-  // lane the step is that add, with two shuffles instead of six; otherwise the full step runs
-  // from the same state. The same values either way: the same bits.
   static __device__ __forceinline__ acc_type warp_merge(acc_type v, int width) {
     const unsigned lane = threadIdx.x & 31u;
 #pragma unroll 1
     for (int offset = 16; offset > 0; offset >>= 1) {
       if (offset >= width) continue;
-      if constexpr (!wide) {
-        if (__all_sync(0xffffffffu, v.a1 == 0.0 && v.flags == 0u)) {
-          const double b0 = __shfl_down_sync(0xffffffffu, v.a0, offset);
-          const double s = __dadd_rn(v.a0, b0);
-          const bool ok = lane >= unsigned(offset) || exact::merge_add_is_exact(s, v.a0, b0);
-          if (__all_sync(0xffffffffu, ok)) {
-            if (lane < unsigned(offset)) v.a0 = s;
-            continue;
-          }
-        }
-      }
       const acc_type g = shfl_down(v, offset);
       if (lane < unsigned(offset)) v = combine(v, g);
     }

@@ -454,7 +454,7 @@ TALLY_HD inline void fpe_merge(fpe2& f, const fpe2& g, unsigned& flags, Flush&& 
 }
 
 // True when s = add_rn(a, b) is a + b exactly and below the expansion's limit: fpe_merge_fast's
-// test (and the exact warp tree's, which must take the same steps).
+// test.
 TALLY_HD inline bool merge_add_is_exact(double s, double a, double b) {
   return detail::abs_d(s) < kFpeLimit && detail::sub_rn(s, a) == b && detail::sub_rn(s, b) == a;
 }
