@@ -1,13 +1,16 @@
 // The warp-parallel normalisation and rounding (core/exact_warp.cuh) against the serial ones
 // (core/exact.cuh): the same normalised words and the same rounded bits, on random accumulators,
 // accumulators built from flushes, carries that ripple through every word, negative values and
-// zero.
+// zero. And the exact sum's certified warp merge (core/device_exact.cuh) against the exact value
+// of its 32 expansions, added word by word on the host.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
 
+#include "core/device_exact.cuh"
 #include "core/exact_warp.cuh"
 #include "support.hpp"
 
@@ -107,6 +110,108 @@ TEST(ExactWarpGpu, NormalizeAndRoundMatchSerial) {
     ASSERT_EQ(0, std::memcmp(&got_d[c], &want_d[c], 8)) << got_d[c] << " vs " << want_d[c];
     ASSERT_EQ(0, std::memcmp(&got_f[c], &want_f[c], 4)) << got_f[c] << " vs " << want_f[c];
   }
+}
+
+__global__ void certified_merge_kernel(const core::exact_acc* in, core::exact_acc* out, int* certified) {
+  core::exact_acc v = in[std::size_t(blockIdx.x) * 32 + threadIdx.x];
+  const bool ok = core::exact_warp_merge_certified(v);
+  if (threadIdx.x == 0) {
+    out[blockIdx.x] = v;
+    certified[blockIdx.x] = ok ? 1 : 0;
+  }
+}
+
+struct drop_flush {  // what a lane's fpe_add flushes is not the warp's
+  __host__ __device__ void operator()(double) const {}
+};
+
+// One lane's expansion: fpe_add of a few values of the case's kind (what a thread's fold leaves:
+// finite terms, |a0| < 2^1000, never -0; what fpe_add flushes is dropped, it is not the warp's).
+core::exact_acc random_lane(std::mt19937_64& g, int kind) {
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  ex::fpe2 f{0.0, 0.0};
+  unsigned flags = 0;
+  const int count = kind == 6 ? 0 : 1 + int(g() % 8);
+  for (int i = 0; i < count; ++i) {
+    double x = 0.0;
+    switch (kind) {
+      case 0:  // the bench's data: uniform [-1, 1) in steps of 2^-52
+        x = std::ldexp(double(std::int64_t(g() >> 11) - (std::int64_t(1) << 52)), -52);
+        break;
+      case 1:  // full 53-bit significands over 16 binades
+        x = std::ldexp(u(g), int(g() % 17) - 8);
+        break;
+      case 2:  // 2^300 beside 2^-300: more than 94 binades in one warp, never certified
+        x = std::ldexp(u(g), (g() & 1) ? 300 : -300);
+        break;
+      case 3:  // integers up to 2^53
+        x = double(std::int64_t(g() >> 11) - (std::int64_t(1) << 52));
+        break;
+      case 4:  // subnormals and zeros
+        x = (g() % 3 == 0) ? 0.0 : std::ldexp(double(std::int64_t(g() % (1u << 30)) - (1 << 29)), -1074);
+        break;
+      case 5:  // near the expansion's limit: steps of 2^979 below 2^990 (sums up to 2^993: m <= 994)
+        x = std::ldexp(double(std::int64_t(g() % 4096) - 2048), 990 - 11);
+        break;
+      default:  // f32 values widened, as the narrow inputs' partials
+        x = double(float(u(g) * 1000.0));
+        break;
+    }
+    ex::fpe_add(f, x, flags, drop_flush{});
+  }
+  if ((g() % 97) == 0) flags |= ex::kNaN;
+  return core::exact_acc{f.a0, f.a1, flags, core::kNoGrid};
+}
+
+// The certified merge's sum against the exact sum of the 32 lanes' terms (normalised words, equal
+// word for word), the flags ORed, the limits of an expansion kept; ordinary data certify, a warp
+// spanning 600 binades does not (and is then left to the step-by-step merge).
+TEST(ExactWarpGpu, CertifiedMergeIsTheExactSum) {
+  TALLY_REQUIRE_GPU();
+  std::mt19937_64 g(test_seed());
+  constexpr int kKinds = 8;
+  const int cases = 8 * 400;
+  std::vector<core::exact_acc> in;
+  for (int c = 0; c < cases; ++c)
+    for (int lane = 0; lane < 32; ++lane) in.push_back(random_lane(g, c % kKinds));
+  device_buffer d_in(in.size() * sizeof(core::exact_acc)), d_out(cases * sizeof(core::exact_acc)), d_ok(cases * 4);
+  d_in.upload(in.data(), in.size() * sizeof(core::exact_acc));
+  certified_merge_kernel<<<cases, 32>>>(static_cast<const core::exact_acc*>(d_in.get()),
+                                        static_cast<core::exact_acc*>(d_out.get()), static_cast<int*>(d_ok.get()));
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<core::exact_acc> out(cases);
+  std::vector<int> ok(cases);
+  d_out.download(out.data(), out.size() * sizeof(core::exact_acc));
+  d_ok.download(ok.data(), ok.size() * 4);
+  int certified[kKinds] = {};
+  for (int c = 0; c < cases; ++c) {
+    SCOPED_TRACE("case " + std::to_string(c) + " kind " + std::to_string(c % kKinds) + " seed " +
+                 std::to_string(test_seed()));
+    if (!ok[c]) continue;
+    ++certified[c % kKinds];
+    std::vector<long long> want(ex::kWords, 0), got(ex::kWords, 0);
+    unsigned flags = 0;
+    for (int lane = 0; lane < 32; ++lane) {
+      const core::exact_acc& a = in[std::size_t(c) * 32 + lane];
+      ex::add(want.data(), a.a0);
+      ex::add(want.data(), a.a1);
+      flags |= a.flags;
+    }
+    ex::add(got.data(), out[c].a0);
+    ex::add(got.data(), out[c].a1);
+    ex::normalize(want.data());
+    ex::normalize(got.data());
+    ASSERT_EQ(want, got) << "the merged (" << out[c].a0 << ", " << out[c].a1 << ") is not the warp's exact sum";
+    ASSERT_EQ(out[c].flags, flags);
+    ASSERT_TRUE(std::isfinite(out[c].a0) && std::isfinite(out[c].a1));
+    ASSERT_LT(std::fabs(out[c].a0), ex::kFpeLimit);
+    ASSERT_FALSE(std::signbit(out[c].a0) && out[c].a0 == 0.0) << "a -0 term";
+    ASSERT_FALSE(std::signbit(out[c].a1) && out[c].a1 == 0.0) << "a -0 term";
+  }
+  const int per_kind = cases / kKinds;
+  for (int k : {0, 1, 3, 4, 5, 6, 7}) EXPECT_EQ(certified[k], per_kind) << "kind " << k << ": ordinary data fell back";
+  EXPECT_EQ(certified[2], 0) << "a warp spanning 600 binades was certified";
 }
 
 }  // namespace

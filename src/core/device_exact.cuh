@@ -128,15 +128,60 @@ __device__ __forceinline__ bool exact_try_wide(exact_acc& a, double x) {
   return ok;
 }
 
-// The grid of a double: the largest g <= kNoGrid with v an integer multiple of 2^g (kNoGrid for
-// zero). Only after the general path (rare): the fast path keeps the grid itself.
-__device__ __forceinline__ int exact_grid_of(double v) {
+// The largest g with v an integer multiple of 2^g (-1074 .. 1023; 4096 for zero).
+__device__ __forceinline__ int exact_grid_full(double v) {
   const unsigned long long b = static_cast<unsigned long long>(__double_as_longlong(v)) & 0x7fffffffffffffffull;
-  if (b == 0) return kNoGrid;
+  if (b == 0) return 4096;
   const int e = static_cast<int>(b >> 52);
   const unsigned long long m = (b & ((1ull << 52) - 1)) | (e != 0 ? 1ull << 52 : 0ull);
-  const int g = (e != 0 ? e : 1) - 1075 + (__ffsll(static_cast<long long>(m)) - 1);
-  return g < kNoGrid ? g : kNoGrid;
+  return (e != 0 ? e : 1) - 1075 + (__ffsll(static_cast<long long>(m)) - 1);
+}
+
+// The grid of a double: the largest g <= kNoGrid with v an integer multiple of 2^g (kNoGrid for
+// zero). Only after the general path (rare): the fast path keeps the grid itself.
+__device__ __forceinline__ int exact_grid_of(double v) { return min(exact_grid_full(v), kNoGrid); }
+
+// The part of a (biased exponent field e, at least 1) above 2^p: a truncated toward zero to a
+// multiple of 2^p (its significand's bits below 2^p cleared; +0.0 when none are left), so
+// a - exact_above(a) is exact (a's low bits) and below 2^p in magnitude.
+__device__ __forceinline__ double exact_above(double a, int e, int p) {
+  const int k = p - (e - 1075);  // a's significand bits below 2^p (its last bit is 2^(e - 1075))
+  if (k <= 0) return a;
+  if (k >= 53) return 0.0;  // |a| < 2^(e - 1022) <= 2^p
+  return __dadd_rn(__longlong_as_double(__double_as_longlong(a) & ~((1ll << k) - 1)), 0.0);  // -0 -> +0
+}
+
+// A warp's 32 expansions merged by two plain add trees, when one warp-wide test proves every add
+// exact; false (and v unchanged) otherwise, and the caller merges step by step. The argument: with
+// g the finest grid of any a0 or a1 in the warp (each an integer multiple of 2^g) and every
+// |a0|, |a1| < 2^m, each lane splits a0 + a1 at p = g + 47 into hi (the parts above 2^p: a
+// multiple of 2^p, |hi| < 2^(m + 1)) and lo (the rest: a multiple of 2^g, |lo| < 2^(p + 1)). Any
+// sum of up to 32 lanes' hi is then a multiple of 2^p below 2^(m + 6) and any sum of their lo a
+// multiple of 2^g below 2^(p + 6) = 2^(g + 53): both are doubles when m - g <= 94, so every add of
+// both trees (and of each lane's two halves) is exact, and lane 0 ends with (hi, lo) holding the
+// warp's exact value, |hi| below 2^1000 when m <= 994 (the expansion's limit). No flushes; the
+// flags are ORed. Lanes at or above width must hold the identity (block_reduce's second level).
+// The same exact value as the step-by-step merge, so the same bits after rounding.
+__device__ __forceinline__ bool exact_warp_merge_certified(exact_acc& v) {
+  const unsigned long long b0 = static_cast<unsigned long long>(__double_as_longlong(v.a0));
+  const unsigned long long b1 = static_cast<unsigned long long>(__double_as_longlong(v.a1));
+  const int e0 = max(static_cast<int>((b0 >> 52) & 0x7ff), 1), e1 = max(static_cast<int>((b1 >> 52) & 0x7ff), 1);
+  const int g = __reduce_min_sync(0xffffffffu, min(exact_grid_full(v.a0), exact_grid_full(v.a1)));
+  const int m = __reduce_max_sync(0xffffffffu, max(e0, e1)) - 1022;  // |a0|, |a1| < 2^(e - 1022)
+  if (m - g > 94 || m > 994) return false;  // warp-uniform
+  const int p = g + 47;
+  const double h0 = exact_above(v.a0, e0, p), h1 = exact_above(v.a1, e1, p);
+  double hi = __dadd_rn(h0, h1);
+  double lo = __dadd_rn(__dsub_rn(v.a0, h0), __dsub_rn(v.a1, h1));
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    hi = __dadd_rn(hi, __shfl_down_sync(0xffffffffu, hi, offset));
+    lo = __dadd_rn(lo, __shfl_down_sync(0xffffffffu, lo, offset));
+  }
+  v.a0 = hi;
+  v.a1 = lo;
+  v.flags = __reduce_or_sync(0xffffffffu, v.flags);
+  return true;
 }
 
 // After the general path, a0 holds a rounded sum whose last bit is its ulp: the grid test would
@@ -306,10 +351,13 @@ struct op_exact {
         for (int j = 0; j < A; ++j) acc[j] = exact_coarsen_call(acc[j]);
     }
   }
-  // A shuffle tree in which only the lanes whose results count combine: a combine may flush into
-  // the block's accumulator, so the other lanes' combines (harmless for a pure op) would add
-  // their garbage to it.
+  // The certified add trees where their test holds (the usual case: one test, then two shuffles
+  // and two adds a step instead of six shuffles and a merge); otherwise a shuffle tree in which
+  // only the lanes whose results count combine: a combine may flush into the block's
+  // accumulator, so the other lanes' combines (harmless for a pure op) would add their garbage
+  // to it.
   static __device__ __forceinline__ acc_type warp_merge(acc_type v, int width) {
+    if (exact_warp_merge_certified(v)) return v;
     const unsigned lane = threadIdx.x & 31u;
 #pragma unroll 1
     for (int offset = 16; offset > 0; offset >>= 1) {
