@@ -170,10 +170,20 @@ TEST(ExactWarpGpu, CertifiedMergeIsTheExactSum) {
   TALLY_REQUIRE_GPU();
   std::mt19937_64 g(test_seed());
   constexpr int kKinds = 8;
-  const int cases = 8 * 400;
+  const int random_cases = 8 * 400;
   std::vector<core::exact_acc> in;
-  for (int c = 0; c < cases; ++c)
+  for (int c = 0; c < random_cases; ++c)
     for (int lane = 0; lane < 32; ++lane) in.push_back(random_lane(g, c % kKinds));
+  // The test's edges, one warp each (the other lanes zero): m = 994 and m - g = 94 certify; m - g =
+  // 95, and m = 995, do not.
+  const double below_2_994 = std::nextafter(std::ldexp(1.0, 994), 0.0);  // m = 994, grid 941
+  const double edges[3][2] = {{below_2_994, std::ldexp(1.0, 900)},    // g = 900: m - g = 94
+                              {below_2_994, std::ldexp(1.0, 899)},    // m - g = 95
+                              {std::ldexp(1.0, 994), 0.0}};           // m = 995
+  for (const auto& e : edges)
+    for (int lane = 0; lane < 32; ++lane)
+      in.push_back(core::exact_acc{lane < 2 ? e[lane] : 0.0, 0.0, 0u, core::kNoGrid});
+  const int cases = random_cases + 3;
   device_buffer d_in(in.size() * sizeof(core::exact_acc)), d_out(cases * sizeof(core::exact_acc)), d_ok(cases * 4);
   d_in.upload(in.data(), in.size() * sizeof(core::exact_acc));
   certified_merge_kernel<<<cases, 32>>>(static_cast<const core::exact_acc*>(d_in.get()),
@@ -189,7 +199,7 @@ TEST(ExactWarpGpu, CertifiedMergeIsTheExactSum) {
     SCOPED_TRACE("case " + std::to_string(c) + " kind " + std::to_string(c % kKinds) + " seed " +
                  std::to_string(test_seed()));
     if (!ok[c]) continue;
-    ++certified[c % kKinds];
+    if (c < random_cases) ++certified[c % kKinds];
     std::vector<long long> want(ex::kWords, 0), got(ex::kWords, 0);
     unsigned flags = 0;
     for (int lane = 0; lane < 32; ++lane) {
@@ -209,7 +219,10 @@ TEST(ExactWarpGpu, CertifiedMergeIsTheExactSum) {
     ASSERT_FALSE(std::signbit(out[c].a0) && out[c].a0 == 0.0) << "a -0 term";
     ASSERT_FALSE(std::signbit(out[c].a1) && out[c].a1 == 0.0) << "a -0 term";
   }
-  const int per_kind = cases / kKinds;
+  EXPECT_EQ(ok[random_cases], 1) << "m = 994, m - g = 94: within the bound";
+  EXPECT_EQ(ok[random_cases + 1], 0) << "m - g = 95 was certified";
+  EXPECT_EQ(ok[random_cases + 2], 0) << "m = 995 was certified";
+  const int per_kind = random_cases / kKinds;
   for (int k : {0, 1, 3, 4, 5, 6, 7}) EXPECT_EQ(certified[k], per_kind) << "kind " << k << ": ordinary data fell back";
   EXPECT_EQ(certified[2], 0) << "a warp spanning 600 binades was certified";
 }
