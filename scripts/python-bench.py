@@ -5,7 +5,8 @@ sizes 2^10..2^30; the Python layer's cost over the C++ call (tally::reduce calle
 this process, into a preallocated result, with the options tally.sum uses for a torch tensor); row
 and column sums against torch's. Times are CUDA events around a loop of calls (host launch cost
 included), median of 5 loops, the best of 4 such medians taken alternately, after a second of
-warm-up calls.
+warm-up calls. Last, the Python layer piece by piece: host time per call of each step of
+tally.sum(t) at 2^10 (time.perf_counter_ns around loops of calls).
 
     PYTHONPATH=build/dev/python python3 scripts/python-bench.py [--json out.json] [--max-log2 30]
 """
@@ -59,6 +60,93 @@ def warm_up(seconds=1.0):
         torch.cuda.synchronize()
 
 
+def python_steps(t, raw_stream, plan):
+    """tally.sum(t)'s per-call path as it was written in Python before python/src/torch_path.cpp
+    (84804ff): the same torch accessors and native call, interpreted (for the table below)."""
+    if type(t) is torch.Tensor and t.is_cuda and t.is_contiguous():
+        d = t.get_device()
+        s = raw_stream(d)
+        buf = tally._tally.reduce_new(t.data_ptr(), t.numel(), plan[0], plan[1], plan[2], plan[3], s, d, plan[4], False)
+        r = tally._new_result(plan[5])
+        r._buffer, r._stream, r._keep = buf, s, t
+        return r
+
+
+def host_ns(fn, calls=20000, reps=5):
+    """Host ns per call of fn: the best of `reps` loops (the GPU drained before each)."""
+    best = float("inf")
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter_ns()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.perf_counter_ns() - t0) / calls)
+    torch.cuda.synchronize()
+    return best
+
+
+def layer_pieces():
+    """Where tally.sum(t)'s time over the C++ call goes, at 2^10 f32 (host time per call)."""
+    t = torch.rand(1 << 10, device="cuda")
+    x = tally._tally
+    raw = torch._C._cuda_getCurrentRawStream
+    d, s, n, p = t.get_device(), raw(0), t.numel(), t.data_ptr()
+    plan = tally._torch_plan(t, "sum", "propagate", "fast")
+    out = tally.sum(t)
+    ids = (x.dtype_id("f32"), x.op_id("sum"), 0, 0)
+    op = x.op_id("sum")
+    pieces = [
+        ("tally.sum(t)", lambda: tally.sum(t)),
+        ("the native path alone: _tally._torch_reduce(t, ...)", lambda: x._torch_reduce(t, op, "propagate", "fast")),
+        ("the same steps in Python (84804ff's per-call path)", lambda: python_steps(t, raw, plan)),
+        ("_tally.reduce_new(...) alone (pooled buffer, launch)", lambda: x.reduce_new(p, n, *ids, s, d, 4, False)),
+        ("one C++ tally::reduce, called from Python (_reduce_loop, count 1)",
+         lambda: x._reduce_loop(p, n, *ids[:2], out.address, *ids[2:], s, False, 1)),
+        ("the C++ call in a C++ loop (per call)", None),
+        ("torch t.sum()", lambda: t.sum()),
+        ("t.is_contiguous()", lambda: t.is_contiguous()),
+        ("t.get_device()", lambda: t.get_device()),
+        ("t.data_ptr()", lambda: t.data_ptr()),
+        ("t.numel()", lambda: t.numel()),
+        ("t.dtype", lambda: t.dtype),
+        ("torch._C._cuda_getCurrentRawStream(d)", lambda: raw(d)),
+        ("an empty Python call (lambda: None)", lambda: None),
+    ]
+    # Which path tally.sum(t) takes: the general one and the plan's check counted over 1000 calls.
+    counts = {"general": 0, "plan": 0}
+    general, plan_add = tally.reduce, tally._torch_plan_add
+
+    def counted(name, fn):
+        def wrapper(*a, **k):
+            counts[name] += 1
+            return fn(*a, **k)
+        return wrapper
+    tally.reduce, tally._torch_plan_add = counted("general", general), counted("plan", plan_add)
+    try:
+        for _ in range(1000):
+            tally.sum(t)
+    finally:
+        tally.reduce, tally._torch_plan_add = general, plan_add
+    print(f"\nOf 1000 calls of tally.sum(t), {counts['general']} took the general path and {counts['plan']} "
+          f"checked a plan; the native path answers {type(x._torch_reduce(t, op, 'propagate', 'fast')).__name__}.")
+    # The pieces alternate three times, each keeping its best (the host's drift hits all alike).
+    res = {name: float("inf") for name, _ in pieces}
+    for _ in range(3):
+        for name, fn in pieces:
+            if fn is None:
+                calls = 20000
+                ns = host_ns(lambda: x._reduce_loop(p, n, *ids[:2], out.address, *ids[2:], s, False, calls), calls=1,
+                             reps=2) / calls
+            else:
+                ns = host_ns(fn, reps=2)
+            res[name] = min(res[name], ns)
+    print("\n| step, 2^10 f32 (host time per call, best of 6 loops of 20000, three rounds alternating) | ns |")
+    print("|---|---|")
+    for name, ns in res.items():
+        print(f"| {name} | {ns:.0f} |")
+    return res
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
@@ -110,9 +198,10 @@ def main():
         rows.append({"shape": [r, c], "torch_rows_us": tr, "tally_rows_us": xr, "torch_cols_us": tc, "tally_cols_us": xc})
         print(f"| {r} x {c} | {tr:.1f} | {xr:.1f} | {tr / xr:.2f} | {tc:.1f} | {xc:.1f} | {tc / xc:.2f} |")
         del m
+    pieces = layer_pieces()
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=2)
+            json.dump({"device": torch.cuda.get_device_name(), "rows": rows, "layer_ns": pieces}, f, indent=2)
 
 
 if __name__ == "__main__":

@@ -17,12 +17,16 @@
 #include <utility>
 #include <vector>
 
+#include "native.hpp"
 #include "tally/tally.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
 
 namespace {
+
+using tally_py::device_array;
+using tally_py::device_guard;
 
 tally::dtype dtype_of(const std::string& name) {
   const auto t = tally::parse_dtype(name);
@@ -62,35 +66,6 @@ tally::options options_at(int nan, int mode, bool check) {
   opt.check_memory = check;
   return opt;
 }
-// Makes `device` current for a scope (as torch's device guard does), when it is given (>= 0) and
-// is not current already; the previous device comes back after.
-class device_guard {
- public:
-  explicit device_guard(int device) {
-    if (device < 0) return;
-    int current = 0;
-    if (cudaGetDevice(&current) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return;  // no usable GPU: the call itself says so
-    }
-    if (current == device) return;
-    const cudaError_t e = cudaSetDevice(device);
-    if (e != cudaSuccess) {
-      (void)cudaGetLastError();
-      throw tally::error(std::string("tally: cudaSetDevice(") + std::to_string(device) +
-                         ") for an array on that GPU failed: " + cudaGetErrorString(e));
-    }
-    previous_ = current;
-  }
-  ~device_guard() {
-    if (previous_ >= 0 && cudaSetDevice(previous_) != cudaSuccess) (void)cudaGetLastError();
-  }
-  device_guard(const device_guard&) = delete;
-  device_guard& operator=(const device_guard&) = delete;
-
- private:
-  int previous_ = -1;
-};
 const void* ptr(std::uintptr_t p) { return reinterpret_cast<const void*>(p); }
 tally::stream_t stream_of(std::uintptr_t s) { return reinterpret_cast<tally::stream_t>(s); }
 
@@ -119,73 +94,6 @@ nb::dict stats_dict(const tally::stats& s) {
   return d;
 }
 
-// Result buffers are reused: a call that leaves its result on the GPU must not pay a cudaMalloc
-// (tally never allocates per call). Freed buffers wait here, by device, stream and size (up to
-// kKeep each); a buffer goes back only to calls on the stream that last wrote it, so a dropped
-// result's kernel still in flight is ordered before the next writer.
-struct buffer_pool {
-  static constexpr std::size_t kKeep = 64;
-  using key = std::tuple<int, std::uintptr_t, std::size_t>;
-  std::mutex m;
-  std::map<key, std::vector<tally::device_buffer>> free;
-  tally::device_buffer take(int device, std::uintptr_t stream, std::size_t bytes) {
-    {
-      std::lock_guard<std::mutex> lock(m);
-      auto it = free.find({device, stream, bytes});
-      if (it != free.end() && !it->second.empty()) {
-        tally::device_buffer b = std::move(it->second.back());
-        it->second.pop_back();
-        return b;
-      }
-    }
-    return tally::device_buffer(bytes);
-  }
-  void give(int device, std::uintptr_t stream, tally::device_buffer&& b) {
-    std::lock_guard<std::mutex> lock(m);
-    auto& v = free[{device, stream, b.size()}];
-    if (v.size() < kKeep) v.push_back(std::move(b));
-  }
-};
-buffer_pool& pool() {
-  static buffer_pool* p = new buffer_pool;  // never destroyed: freeing at interpreter exit is unsafe
-  return *p;
-}
-
-// Device memory owned by Python: results left on the GPU. Exported through DLPack (nanobind's
-// nb_ndarray) and __cuda_array_interface__ as `dtype` elements of `shape` with element strides
-// `strides` (argmin/argmax: the int64 indices of the 16-byte records, stride 2).
-class device_array {
- public:
-  device_array(std::size_t bytes, int device, std::uintptr_t stream, bool pooled)
-      : device_(device), stream_(stream), pooled_(pooled), buf_(make(bytes == 0 ? 16 : bytes, device, stream, pooled)) {}
-  // Back to the pool unless a consumer (DLPack, the array interface) may still read it on a
-  // stream of its own: exported buffers are freed (cudaFree waits for the device).
-  ~device_array() {
-    if (pooled_ && !exported_) pool().give(device_, stream_, std::move(buf_));
-  }
-  void mark_exported() { exported_ = true; }
-  device_array(const device_array&) = delete;
-  device_array& operator=(const device_array&) = delete;
-  std::uintptr_t address() const { return reinterpret_cast<std::uintptr_t>(buf_.get()); }
-  std::size_t size() const { return buf_.size(); }
-  int device() const { return device_; }
-  void upload(std::uintptr_t host, std::size_t bytes) {
-    if (bytes > buf_.size()) throw nb::value_error("DeviceBuffer.upload: more bytes than the buffer holds");
-    nb::gil_scoped_release unlocked;
-    if (bytes > 0) buf_.upload(reinterpret_cast<const void*>(host), bytes);
-  }
-
- private:
-  // Memory of `device` (made current while it is allocated).
-  static tally::device_buffer make(std::size_t bytes, int device, std::uintptr_t stream, bool pooled) {
-    const device_guard on(device);
-    return pooled ? pool().take(device, stream, bytes) : tally::device_buffer(bytes);
-  }
-  int device_;
-  std::uintptr_t stream_;
-  bool pooled_ = true, exported_ = false;
-  tally::device_buffer buf_;
-};
 
 }  // namespace
 
@@ -240,21 +148,8 @@ NB_MODULE(_tally, m) {
       "reduce_new",
       [](std::uintptr_t p, std::uint64_t n, int t, int o, int nan, int mode, std::uintptr_t stream, int device,
          std::size_t bytes, bool check) {
-        const tally::options opt = options_at(nan, mode, check);
-        const tally::dtype dt = dtype_at(t);
-        const tally::op op = op_at(o);
-        const device_guard on(device);
-        int current = device;
-        if (current < 0 && cudaGetDevice(&current) != cudaSuccess) (void)cudaGetLastError(), current = 0;
-        auto* a = new device_array(bytes, current, stream, true);
-        nb::object owner = nb::cast(a, nb::rv_policy::take_ownership);
-        if (check) {
-          nb::gil_scoped_release unlocked;
-          tally::reduce(ptr(p), n, dt, op, reinterpret_cast<void*>(a->address()), stream_of(stream), opt);
-        } else {
-          tally::reduce(ptr(p), n, dt, op, reinterpret_cast<void*>(a->address()), stream_of(stream), opt);
-        }
-        return owner;
+        return tally_py::reduce_into_new(ptr(p), n, dtype_at(t), op_at(o), options_at(nan, mode, check), stream, device,
+                                         bytes);
       },
       "p"_a, "n"_a, "dtype"_a, "op"_a, "nan"_a, "mode"_a, "stream"_a, "device"_a, "bytes"_a, "check"_a);
   // `count` calls of the C++ tally::reduce in a C++ loop (scripts/python-bench.py: the C++ call's
@@ -402,4 +297,6 @@ NB_MODULE(_tally, m) {
                                               strides.data(), dt, nb::device::cuda::value, a.device());
           },
           "shape"_a, "strides"_a, "code"_a);
+
+  tally_py::add_torch_path(m);
 }

@@ -172,16 +172,14 @@ def _from_dlpack(obj, stream):
 
 
 _TORCH_DTYPES = None
-_TORCH_TENSOR = None  # torch.Tensor, once torch has been seen
 _TORCH_RAW_STREAM = None
 
 
 def _from_torch(x, stream):
     """torch.Tensor without the protocols' per-call cost: its pointer, and its current stream."""
-    global _TORCH_DTYPES, _TORCH_TENSOR, _TORCH_RAW_STREAM
+    global _TORCH_DTYPES, _TORCH_RAW_STREAM
     import torch
     if _TORCH_DTYPES is None:
-        _TORCH_TENSOR = torch.Tensor
         raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # the fast form of current_stream()
         _TORCH_RAW_STREAM = raw if raw is not None else (lambda d: torch.cuda.current_stream(d).cuda_stream)
         _TORCH_DTYPES = {torch.bool: "b8", torch.int8: "i8", torch.uint8: "u8", torch.int16: "i16",
@@ -190,6 +188,7 @@ def _from_torch(x, stream):
         for name, code in (("uint16", "u16"), ("uint32", "u32"), ("uint64", "u64")):
             if hasattr(torch, name):
                 _TORCH_DTYPES[getattr(torch, name)] = code
+        _tally._torch_setup(torch.Tensor, _TORCH_RAW_STREAM)  # tally.sum(t)'s native per-call path
     dtype = _TORCH_DTYPES.get(x.dtype)
     if dtype is None:
         raise TypeError(f"tally does not reduce torch tensors of {x.dtype}")
@@ -533,23 +532,31 @@ def reduce_value(x, op="sum", *, nan="propagate", mode="fast", stream=None):
     return index if op in ("argmin", "argmax") else v
 
 
+def _torch_plan_add(x, op, nan, mode):
+    """Checks (dtype of x, op, nan, mode) once (TypeError / ValueError) and gives the native per-call
+    path its plan: the ids, one result's bytes and the whole-array Result class."""
+    p = _torch_plan(x, op, nan, mode)
+    _tally._torch_plan_add(x.dtype, p[0], p[1], p[2], p[3], p[4], p[5])
+
+
 def _named(op, doc):
-    plans = {}  # (torch dtype, nan, mode) -> _torch_plan(...)
+    op_id = _tally.op_id(op)
+    native = _tally._torch_reduce
 
     def f(x, axis=None, *, nan="propagate", mode="fast", stream=None, out=None):
-        # A contiguous CUDA tensor, all of it, on torch's current stream: the shortest path (a dict
-        # look-up, one native call that takes a pooled result buffer and launches, three stores).
-        if type(x) is _TORCH_TENSOR and axis is None and stream is None and out is None and x.is_cuda \
-                and x.is_contiguous():
-            p = plans.get((x.dtype, nan, mode))
-            if p is None:
-                p = plans[(x.dtype, nan, mode)] = _torch_plan(x, op, nan, mode)
-            d = x.get_device()
-            s = _TORCH_RAW_STREAM(d)
-            buf = _tally.reduce_new(x.data_ptr(), x.numel(), p[0], p[1], p[2], p[3], s, d, p[4], False)
-            r = _new_result(p[5])
-            r._buffer, r._stream, r._keep = buf, s, x
-            return r
+        # A contiguous CUDA torch.Tensor, all of it, on torch's current stream: one native call
+        # (python/src/torch_path.cpp) reads the tensor, launches and makes the Result. It answers
+        # None for everything else (the general path below), False for a combination it has no
+        # plan for yet (checked and added here, once).
+        if axis is None and stream is None and out is None:
+            r = native(x, op_id, nan, mode)
+            if r is not None:
+                if r is not False:
+                    return r
+                _torch_plan_add(x, op, nan, mode)
+                r = native(x, op_id, nan, mode)
+                if r is not None and r is not False:
+                    return r
         return reduce(x, op, axis, nan=nan, mode=mode, stream=stream, out=out)
     f.__name__ = op if op != "norm2" else "norm"
     f.__doc__ = doc

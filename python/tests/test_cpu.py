@@ -125,3 +125,67 @@ def test_python_m_tally_runs_the_lab_catalogue():
         pytest.skip("no tally command beside the package or on PATH")
     assert p.returncode == 0, p.stderr
     assert "cuda-1" in p.stdout and "hip-1" in p.stdout
+
+
+_TORCH_PATH_SCRIPT = r'''
+import sys
+import tally
+from tally import _tally
+
+class Tensor:  # what the native path asks of a torch.Tensor
+    def __init__(self, device, contiguous=True, dtype="float32"):
+        self.device_index, self.contiguous, self.dtype = device, contiguous, dtype
+    def get_device(self): return self.device_index
+    def is_contiguous(self): return self.contiguous
+    def data_ptr(self): return 0x7000
+    def numel(self): return 0  # nothing is read at 0x7000 (on a GPU: the sum of nothing)
+
+sum_id = _tally.op_id("sum")
+t = Tensor(0)
+assert _tally._torch_reduce(t, sum_id, "propagate", "fast") is None  # torch not set up yet
+_tally._torch_setup(Tensor, lambda d: 0)
+assert _tally._torch_reduce(Tensor(-1), sum_id, "propagate", "fast") is None  # a CPU tensor
+assert _tally._torch_reduce(Tensor(0, contiguous=False), sum_id, "propagate", "fast") is None
+assert _tally._torch_reduce(t, sum_id, "propagate", "kahan") is None  # the general path names it
+assert _tally._torch_reduce(t, sum_id, None, "fast") is None
+assert _tally._torch_reduce(object(), sum_id, "propagate", "fast") is None
+assert _tally._torch_reduce(t, sum_id, "propagate", "fast") is False  # no plan yet
+cls = tally._scalar_class("f32", "sum", "f32")
+ids = (_tally.dtype_id("f32"), sum_id, _tally.nan_id("propagate"), _tally.mode_id("exact"))
+_tally._torch_plan_add("float32", *ids, 4, cls)
+assert _tally._torch_reduce(t, sum_id, "propagate", "fast") is False  # another mode
+assert _tally._torch_reduce(t, sum_id, "ignore", "exact") is False  # another nan policy
+assert _tally._torch_reduce(t, _tally.op_id("max"), "propagate", "exact") is False  # another op
+try:
+    _tally._torch_plan_add("float32", 99, sum_id, 0, 0, 4, cls)
+    raise SystemExit("an out-of-range id was taken")
+except ValueError:
+    pass
+# The plan found: the reduction runs (here, with no GPU, the C++ call says so; the process stays
+# usable and nothing is left half made).
+before = sys.getrefcount(t)
+r = None
+for _ in range(3):
+    try:
+        r = _tally._torch_reduce(t, sum_id, "propagate", "exact")
+        assert type(r) is cls and r._keep is t and r._stream == 0, r
+        assert r.item() == 0.0
+        print("gpu")
+    except tally.TallyError as e:
+        assert "no CUDA GPU" in str(e), e
+        print("no gpu:", e)
+del r
+assert sys.getrefcount(t) == before, (sys.getrefcount(t), before)
+print("ok")
+'''
+
+
+def test_torch_native_path_takes_only_what_it_has_a_plan_for():
+    # python/src/torch_path.cpp with a stand-in for torch.Tensor, in a process of its own (the
+    # setup is process-wide): None sends a call to the general path (which checks and raises),
+    # False asks for a plan; with a plan, the call reaches the C++ reduction.
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-c", _TORCH_PATH_SCRIPT], capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.strip().endswith("ok"), p.stdout

@@ -186,6 +186,20 @@ def test_torch_fast_path_matches_the_checked_path():
             fast = getattr(tally, op)(t)
             checked = tally.reduce(t, op, stream=s)
             assert fast.tolist() == checked.tolist(), (dt, op)
+            # ... and the native per-call path (python/src/torch_path.cpp) is the one that ran.
+            native = tally._tally._torch_reduce(t, tally._tally.op_id(op), "propagate", "fast")
+            assert isinstance(native, tally.Result) and native.tolist() == fast.tolist(), (dt, op, native)
+    t = torch.rand(1 << 16, device="cuda", dtype=torch.float64) - 0.5
+    exact = tally.sum(t, mode="exact")  # another mode: a plan of its own
+    assert tally._tally._torch_reduce(t, tally._tally.op_id("sum"), "propagate", "exact").item() == exact.item()
+    assert exact.item() == tally.reduce(t, "sum", mode="exact", stream=0).item()
+    t[7] = float("nan")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())  # t was made on the default stream
+    with torch.cuda.stream(side):  # torch's current stream is the one the native path enqueues on
+        r = tally.max(t, nan="ignore")
+        assert r._stream == side.cuda_stream and r._keep is t
+        assert r.item() == float(np.nanmax(t.cpu().numpy()))
     with pytest.raises(TypeError, match="complex"):
         tally.sum(torch.ones(4, dtype=torch.complex64, device="cuda"))
     with pytest.raises(ValueError, match="unknown op|mode must be"):
