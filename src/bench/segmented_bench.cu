@@ -132,8 +132,14 @@ report run_segmented_bench(const segmented_bench_options& opt) {
   const device_info dev = current_device();
   const ceiling ceil = measure_ceiling();
   const std::uint64_t nmax = std::uint64_t(1) << *std::max_element(totals.begin(), totals.end());
-  const std::uint64_t region = nmax / 16 + 64;  // results of one candidate (floats); CUB's follow tally's
-  dev_mem x(nmax * 4), out(2 * region * 4), offs((nmax / 16 + 2) * 8);
+  const std::uint64_t cols_list[] = {16, 256, 4096, 65536, std::uint64_t(1) << 20, std::uint64_t(1) << 24};
+  // The most segments (results) of any shape: rows of 16 (total / 16), or the columns of one row
+  // (as many as the row is long; more than total / 16 when 2^20 is the largest total).
+  std::uint64_t max_segs = nmax / 16;
+  for (std::uint64_t c : cols_list)
+    if (c <= nmax) max_segs = std::max(max_segs, c);
+  const std::uint64_t region = max_segs + 64;  // results of one candidate (floats); CUB's follow tally's
+  dev_mem x(nmax * 4), out(2 * region * 4), offs((max_segs + 2) * 8);
   fill_random(x.p, nmax, dtype::f32, 7, -1.0, 1.0);
   check(cudaDeviceSynchronize(), "fill");
   cudaStream_t stream;
@@ -153,12 +159,12 @@ report run_segmented_bench(const segmented_bench_options& opt) {
                {"plan", "tally plan", -1},      {"tally_us", "tally us", 2},      {"cub_us", "CUB us", 2},
                {"flat_us", "1-D reduce us", 2}, {"ratio", "CUB/tally", 2},        {"stream_ratio", "stream CUB/tally", 2},
                {"gbps", "tally GB/s", 1},       {"pct_ceiling", "% ceiling", 1},  {"check", "check", -1}};
-  const std::uint64_t cols_list[] = {16, 256, 4096, 65536, std::uint64_t(1) << 20, std::uint64_t(1) << 24};
 
   // CUB's temporary storage, sized for the largest segment count.
   std::size_t temp_bytes = 0;
-  cub::DeviceSegmentedReduce::Sum(nullptr, temp_bytes, x.as<float>(), out.as<float>(), int(nmax / 16),
-                                  offs.as<std::int64_t>(), offs.as<std::int64_t>() + 1, stream);
+  check(cub::DeviceSegmentedReduce::Sum(nullptr, temp_bytes, x.as<float>(), out.as<float>(), int(max_segs),
+                                        offs.as<std::int64_t>(), offs.as<std::int64_t>() + 1, stream),
+        "cub::DeviceSegmentedReduce::Sum(temporary bytes)");
   dev_mem temp(temp_bytes);
 
   // --sweep-only: the sweep's table alone.
@@ -437,8 +443,9 @@ report run_segmented_bench(const segmented_bench_options& opt) {
   const auto products = thrust::make_transform_iterator(thrust::make_counting_iterator<std::int64_t>(0),
                                                         product_at{xs, ys});
   std::size_t dot_temp_bytes = 0;
-  cub::DeviceSegmentedReduce::Sum(nullptr, dot_temp_bytes, products, out.as<float>(), int(nmax / 16),
-                                  offs.as<std::int64_t>(), offs.as<std::int64_t>() + 1, stream);
+  check(cub::DeviceSegmentedReduce::Sum(nullptr, dot_temp_bytes, products, out.as<float>(), int(nmax / 16),
+                                        offs.as<std::int64_t>(), offs.as<std::int64_t>() + 1, stream),
+        "cub::DeviceSegmentedReduce::Sum(x*y temporary bytes)");
   dev_mem dot_temp(dot_temp_bytes);
   for (int lt : table_totals) {
     const std::uint64_t total = std::uint64_t(1) << lt;
