@@ -7,7 +7,7 @@
 // found in a table that the Python layer fills after checking the arguments once.
 //
 // _torch_reduce(x, op, nan, mode) returns a tally.Result, or None when x is not for this path
-// (not exactly a torch.Tensor, on the CPU, not contiguous, nan/mode not a known name: the general
+// (not exactly a torch.Tensor, not a CUDA tensor, not contiguous, nan/mode not a known name: the general
 // path takes it and raises where it must), or False when the combination has no plan yet (the
 // Python layer checks it, adds it with _torch_plan_add and calls again).
 #include <Python.h>
@@ -43,7 +43,7 @@ struct torch_plan {
 // Everything here is touched only with the GIL held.
 struct torch_state {
   nb::object tensor_type, raw_stream;  // torch.Tensor; device -> torch's current stream handle
-  PyObject *get_device = nullptr, *is_contiguous = nullptr, *data_ptr = nullptr, *numel = nullptr,
+  PyObject *is_cuda = nullptr, *get_device = nullptr, *is_contiguous = nullptr, *data_ptr = nullptr, *numel = nullptr,
            *dtype = nullptr, *buffer = nullptr, *stream = nullptr, *keep = nullptr;
   // (torch dtype object, op, nan, mode) -> plan; the dtype objects are held in `keys`.
   std::map<std::tuple<PyObject*, int, int, int>, torch_plan> plans;
@@ -80,10 +80,13 @@ nb::object torch_reduce(nb::handle x, int op, nb::handle nan, nb::handle mode) {
   torch_state& st = state();
   if (!st.tensor_type.is_valid() || Py_TYPE(x.ptr()) != reinterpret_cast<PyTypeObject*>(st.tensor_type.ptr()))
     return nb::none();
+  // CUDA tensors only: get_device() also numbers the GPUs of other backends (MPS, XPU, ...).
+  nb::object cuda = nb::steal(checked(PyObject_GetAttr(x.ptr(), st.is_cuda)));
+  if (cuda.ptr() != Py_True) return nb::none();  // the CPU (the host path) or another backend
   nb::object device = nb::steal(checked(PyObject_CallMethodNoArgs(x.ptr(), st.get_device)));
   const long d = PyLong_AsLong(device.ptr());
   if (d == -1 && PyErr_Occurred()) throw nb::python_error();
-  if (d < 0) return nb::none();  // a CPU tensor: the host path
+  if (d < 0) return nb::none();
   nb::object contiguous = nb::steal(checked(PyObject_CallMethodNoArgs(x.ptr(), st.is_contiguous)));
   if (contiguous.ptr() != Py_True) return nb::none();  // the general path raises ValueError
   const int nan_i = nan_id(nan.ptr()), mode_i = mode_id(mode.ptr());
@@ -114,6 +117,7 @@ void add_torch_path(nb::module_& m) {
       [](nb::object tensor_type, nb::object raw_stream) {
         torch_state& st = state();
         if (st.get_device == nullptr) {
+          st.is_cuda = interned("is_cuda");
           st.get_device = interned("get_device");
           st.is_contiguous = interned("is_contiguous");
           st.data_ptr = interned("data_ptr");

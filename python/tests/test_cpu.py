@@ -135,6 +135,7 @@ from tally import _tally
 class Tensor:  # what the native path asks of a torch.Tensor
     def __init__(self, device, contiguous=True, dtype="float32"):
         self.device_index, self.contiguous, self.dtype = device, contiguous, dtype
+        self.is_cuda = device >= 0
     def get_device(self): return self.device_index
     def is_contiguous(self): return self.contiguous
     def data_ptr(self): return 0x7000
@@ -187,5 +188,114 @@ def test_torch_native_path_takes_only_what_it_has_a_plan_for():
     import subprocess
     import sys
     p = subprocess.run([sys.executable, "-c", _TORCH_PATH_SCRIPT], capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.strip().endswith("ok"), p.stdout
+
+
+_TORCH_STANDIN_SCRIPT = r'''
+import sys
+import types
+
+torch = types.ModuleType("torch")  # a stand-in: what tally asks of torch, no GPU needed
+
+
+class dtype:
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return "torch." + self.name
+
+
+for name in ("bool", "int8", "uint8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64",
+             "complex64"):
+    setattr(torch, name, dtype(name))
+
+
+class Tensor:
+    def __init__(self, dt, cuda=True, device=0, contiguous=True):
+        self.dtype, self.is_cuda, self.device_index, self.contiguous = dt, cuda, device, contiguous
+        self.shape = (0,)
+
+    def get_device(self): return self.device_index
+    def is_contiguous(self): return self.contiguous
+    def data_ptr(self): return 0x7000
+    def numel(self): return 0  # nothing is read at 0x7000 (on a GPU: the sum of nothing)
+    def stride(self): return (1,)
+
+
+Tensor.__module__ = "torch"
+torch.Tensor = Tensor
+torch._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda d: 0)
+sys.modules["torch"] = torch
+
+import tally  # noqa: E402
+
+calls = {"general": 0, "plan": 0}
+general, plan_add = tally.reduce, tally._torch_plan_add
+
+
+def counted(name, fn):
+    def wrapper(*a, **k):
+        calls[name] += 1
+        return fn(*a, **k)
+    return wrapper
+
+
+tally.reduce, tally._torch_plan_add = counted("general", general), counted("plan", plan_add)
+
+
+def run(x, **kw):
+    """The sum of nothing on a GPU; without one, the C++ call's error (the path was reached)."""
+    try:
+        assert tally.sum(x, **kw).item() == 0.0
+    except tally.TallyError as e:
+        assert "no CUDA GPU" in str(e), e
+
+
+t = Tensor(torch.float32)
+run(t)  # torch is new to tally: the general path sets the native one up
+assert calls == {"general": 1, "plan": 0}, calls
+run(t)  # no plan yet: checked and added, then the native path
+assert calls == {"general": 1, "plan": 1}, calls
+for _ in range(3):
+    run(t)
+    run(Tensor(torch.float32, device=1 if tally.device_count() > 1 else 0))
+assert calls == {"general": 1, "plan": 1}, calls
+run(t, mode="exact")  # another mode: another plan
+run(t, mode="exact")
+assert calls == {"general": 1, "plan": 2}, calls
+run(Tensor(torch.float32, cuda=False, device=0))  # another backend's device 0 (MPS, XPU): not CUDA
+assert calls == {"general": 2, "plan": 2}, calls
+run(Tensor(torch.float32, cuda=False, device=-1))  # a CPU tensor: the host path
+assert calls == {"general": 3, "plan": 2}, calls
+try:
+    tally.sum(Tensor(torch.float32, contiguous=False))
+    raise SystemExit("a strided tensor was taken")
+except ValueError as e:
+    assert "not C-contiguous" in str(e), e
+try:
+    tally.sum(Tensor(torch.complex64))
+    raise SystemExit("a complex tensor was taken")
+except TypeError as e:
+    assert "complex64" in str(e), e
+try:
+    tally.sum(t, mode="kahan")
+    raise SystemExit("an unknown mode was taken")
+except ValueError as e:
+    assert "kahan" in str(e), e
+print("ok")
+'''
+
+
+def test_torch_tensors_take_the_native_path_after_one_check():
+    # The Python half of the per-call path (python/tally/__init__.py: _named, _torch_plan_add,
+    # _from_torch's setup) with a stand-in torch module, in a process of its own: the general
+    # path runs once (torch new to tally), each (dtype, op, nan, mode) is checked once, then only
+    # the native call runs; other backends, CPU and strided tensors and bad arguments go to the
+    # general path, which reduces them or names the problem.
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-c", _TORCH_STANDIN_SCRIPT], capture_output=True, text=True)
     assert p.returncode == 0, p.stdout + p.stderr
     assert p.stdout.strip().endswith("ok"), p.stdout
