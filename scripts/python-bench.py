@@ -113,20 +113,9 @@ def layer_pieces():
         ("an empty Python call (lambda: None)", lambda: None),
     ]
     # Which path tally.sum(t) takes: the general one and the plan's check counted over 1000 calls.
-    counts = {"general": 0, "plan": 0}
-    general, plan_add = tally.reduce, tally._torch_plan_add
-
-    def counted(name, fn):
-        def wrapper(*a, **k):
-            counts[name] += 1
-            return fn(*a, **k)
-        return wrapper
-    tally.reduce, tally._torch_plan_add = counted("general", general), counted("plan", plan_add)
-    try:
+    with tally._path_counts() as counts:
         for _ in range(1000):
             tally.sum(t)
-    finally:
-        tally.reduce, tally._torch_plan_add = general, plan_add
     print(f"\nOf 1000 calls of tally.sum(t), {counts['general']} took the general path and {counts['plan']} "
           f"checked a plan; the native path answers {type(x._torch_reduce(t, op, 'propagate', 'fast')).__name__}.")
     # The pieces alternate three times, each keeping its best (the host's drift hits all alike).

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <map>
+#include <string_view>
 #include <tuple>
 
 #include "native.hpp"
@@ -55,19 +56,19 @@ torch_state& state() {
   return *s;
 }
 
-// tally's nan policy / accuracy for a name, or -1 (the general path says what is wrong).
-int nan_id(PyObject* s) {
+// tally's nan policy / accuracy for a name (tally's own parsers), or -1: not a str, or a name
+// they do not know (the general path says what is wrong).
+template <class Parse>
+int id_of(PyObject* s, Parse parse) {
   if (!PyUnicode_Check(s)) return -1;
-  if (PyUnicode_CompareWithASCIIString(s, "propagate") == 0) return static_cast<int>(tally::nan_policy::propagate);
-  if (PyUnicode_CompareWithASCIIString(s, "ignore") == 0) return static_cast<int>(tally::nan_policy::ignore);
-  return -1;
-}
-int mode_id(PyObject* s) {
-  if (!PyUnicode_Check(s)) return -1;
-  if (PyUnicode_CompareWithASCIIString(s, "fast") == 0) return static_cast<int>(tally::accuracy::fast);
-  if (PyUnicode_CompareWithASCIIString(s, "compensated") == 0) return static_cast<int>(tally::accuracy::compensated);
-  if (PyUnicode_CompareWithASCIIString(s, "exact") == 0) return static_cast<int>(tally::accuracy::exact);
-  return -1;
+  Py_ssize_t len = 0;
+  const char* utf8 = PyUnicode_AsUTF8AndSize(s, &len);
+  if (utf8 == nullptr) {
+    PyErr_Clear();  // not encodable (lone surrogates): no name of tally's
+    return -1;
+  }
+  const auto v = parse(std::string_view(utf8, static_cast<std::size_t>(len)));
+  return v ? static_cast<int>(*v) : -1;
 }
 
 std::uint64_t as_u64(PyObject* o) {
@@ -89,7 +90,7 @@ nb::object torch_reduce(nb::handle x, int op, nb::handle nan, nb::handle mode) {
   if (d < 0) return nb::none();
   nb::object contiguous = nb::steal(checked(PyObject_CallMethodNoArgs(x.ptr(), st.is_contiguous)));
   if (contiguous.ptr() != Py_True) return nb::none();  // the general path raises ValueError
-  const int nan_i = nan_id(nan.ptr()), mode_i = mode_id(mode.ptr());
+  const int nan_i = id_of(nan.ptr(), tally::parse_nan_policy), mode_i = id_of(mode.ptr(), tally::parse_accuracy);
   if (nan_i < 0 || mode_i < 0) return nb::none();
   nb::object dtype = nb::steal(checked(PyObject_GetAttr(x.ptr(), st.dtype)));
   const auto it = st.plans.find({dtype.ptr(), op, nan_i, mode_i});

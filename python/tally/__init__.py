@@ -20,6 +20,7 @@ arrays. The ``*_value`` forms (``tally.sum_value`` ...) always return host value
 from __future__ import annotations
 
 import builtins as _builtins
+import contextlib
 import ctypes
 import functools
 import math as _math
@@ -537,6 +538,27 @@ def _torch_plan_add(x, op, nan, mode):
     path its plan: the ids, one result's bytes and the whole-array Result class."""
     p = _torch_plan(x, op, nan, mode)
     _tally._torch_plan_add(x.dtype, p[0], p[1], p[2], p[3], p[4], p[5])
+
+
+@contextlib.contextmanager
+def _path_counts():
+    """For tests and the bench: counts, while the context lasts, the calls that leave the native
+    per-call path of tally.sum(t) and friends: the general path (`general`: tally.reduce) and the
+    plans' check (`plan`: _torch_plan_add). Yields the dict of counts."""
+    counts = {"general": 0, "plan": 0}
+    saved = {"reduce": reduce, "_torch_plan_add": _torch_plan_add}
+
+    def counted(key, fn):
+        def wrapper(*a, **k):
+            counts[key] += 1
+            return fn(*a, **k)
+        return wrapper
+    g = globals()
+    g["reduce"], g["_torch_plan_add"] = counted("general", reduce), counted("plan", _torch_plan_add)
+    try:
+        yield counts
+    finally:
+        g.update(saved)
 
 
 def _named(op, doc):

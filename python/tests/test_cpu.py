@@ -231,18 +231,8 @@ sys.modules["torch"] = torch
 
 import tally  # noqa: E402
 
-calls = {"general": 0, "plan": 0}
-general, plan_add = tally.reduce, tally._torch_plan_add
-
-
-def counted(name, fn):
-    def wrapper(*a, **k):
-        calls[name] += 1
-        return fn(*a, **k)
-    return wrapper
-
-
-tally.reduce, tally._torch_plan_add = counted("general", general), counted("plan", plan_add)
+counting = tally._path_counts()  # the calls that leave the native path
+calls = counting.__enter__()
 
 
 def run(x, **kw):

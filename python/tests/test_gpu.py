@@ -175,51 +175,43 @@ def test_empty_axes():
 
 
 @pytest.mark.skipif(torch is None or not torch.cuda.is_available(), reason="needs torch with CUDA")
-def test_torch_fast_path_matches_the_checked_path(monkeypatch):
+def test_torch_fast_path_matches_the_checked_path():
     # tally.sum(t) of a whole contiguous CUDA tensor takes the one-native-call path that trusts
     # torch's description of the memory; the general path (stream= given) checks it with the
-    # driver. Both give the same bits, for every op family and several dtypes.
-    # The calls that leave the native path are counted: the general path (tally.reduce, which
-    # the checked calls below also use) and the plans' check (once per combination).
-    calls = {"general": 0, "plan": 0}
-    general, plan_add = tally.reduce, tally._torch_plan_add
-
-    def counted(name, fn):
-        def wrapper(*a, **k):
-            calls[name] += 1
-            return fn(*a, **k)
-        return wrapper
-    monkeypatch.setattr(tally, "reduce", counted("general", general))
-    monkeypatch.setattr(tally, "_torch_plan_add", counted("plan", plan_add))
-    for dt in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.uint8, torch.bool):
-        t = (torch.rand(100_003, device="cuda") * 100).to(dt)
-        s = torch.cuda.current_stream()
-        for op in ("any", "all") if dt == torch.bool else ("sum", "max", "argmin", "mean"):
-            # The first call in a process that has not seen torch sets the path up (the general
-            # path), the first call of a combination adds its plan; after two, only the native
-            # path runs, whatever ran before this test.
-            getattr(tally, op)(t)
-            getattr(tally, op)(t)
+    # driver. Both give the same bits, for every op family and several dtypes. tally._path_counts
+    # counts the calls that leave the native path: the general path (tally.reduce, which the
+    # checked calls below also take) and the plans' check (once per combination).
+    general = tally.reduce
+    with tally._path_counts() as calls:
+        for dt in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.uint8, torch.bool):
+            t = (torch.rand(100_003, device="cuda") * 100).to(dt)
+            s = torch.cuda.current_stream()
+            for op in ("any", "all") if dt == torch.bool else ("sum", "max", "argmin", "mean"):
+                # The first call in a process that has not seen torch sets the path up (the general
+                # path), the first call of a combination adds its plan; after two, only the native
+                # path runs, whatever ran before this test.
+                getattr(tally, op)(t)
+                getattr(tally, op)(t)
+                before = dict(calls)
+                fast = getattr(tally, op)(t)
+                assert calls == before, (dt, op, calls, before)
+                checked = general(t, op, stream=s)
+                assert fast.tolist() == checked.tolist(), (dt, op)
+                native = tally._tally._torch_reduce(t, tally._tally.op_id(op), "propagate", "fast")
+                assert isinstance(native, tally.Result) and native.tolist() == fast.tolist(), (dt, op, native)
+        t = torch.rand(1 << 16, device="cuda", dtype=torch.float64) - 0.5
+        exact = tally.sum(t, mode="exact")  # another mode: a plan of its own
+        assert tally._tally._torch_reduce(t, tally._tally.op_id("sum"), "propagate", "exact").item() == exact.item()
+        assert exact.item() == general(t, "sum", mode="exact", stream=0).item()
+        t[7] = float("nan")
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())  # t was made on the default stream
+        with torch.cuda.stream(side):  # torch's current stream is the one the native path enqueues on
+            tally.max(t, nan="ignore")  # its plan
             before = dict(calls)
-            fast = getattr(tally, op)(t)
-            assert calls == before, (dt, op, calls, before)
-            checked = general(t, op, stream=s)
-            assert fast.tolist() == checked.tolist(), (dt, op)
-            native = tally._tally._torch_reduce(t, tally._tally.op_id(op), "propagate", "fast")
-            assert isinstance(native, tally.Result) and native.tolist() == fast.tolist(), (dt, op, native)
-    t = torch.rand(1 << 16, device="cuda", dtype=torch.float64) - 0.5
-    exact = tally.sum(t, mode="exact")  # another mode: a plan of its own
-    assert tally._tally._torch_reduce(t, tally._tally.op_id("sum"), "propagate", "exact").item() == exact.item()
-    assert exact.item() == general(t, "sum", mode="exact", stream=0).item()
-    t[7] = float("nan")
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())  # t was made on the default stream
-    with torch.cuda.stream(side):  # torch's current stream is the one the native path enqueues on
-        tally.max(t, nan="ignore")  # its plan
-        before = dict(calls)
-        r = tally.max(t, nan="ignore")
-        assert calls == before and r._stream == side.cuda_stream and r._keep is t
-        assert r.item() == float(np.nanmax(t.cpu().numpy()))
+            r = tally.max(t, nan="ignore")
+            assert calls == before and r._stream == side.cuda_stream and r._keep is t
+            assert r.item() == float(np.nanmax(t.cpu().numpy()))
     with pytest.raises(TypeError, match="complex"):
         tally.sum(torch.ones(4, dtype=torch.complex64, device="cuda"))
     with pytest.raises(ValueError, match="unknown op|mode must be"):
