@@ -7,7 +7,9 @@
 # the device tool's carry (["ab"]). Both are built in parallel (about 3 minutes on 16 cores),
 # then `tally bench numerics --quick` runs on each (AB_TABLES, default "accuracy stats";
 # AB_SIZES, default 2^10..2^22), or with AB_BENCH=core `tally bench core --quick --no-cold`;
-# AB_SCHEDULE passes --schedule (policy, strided, dynamic). Prints, per table row and per graph
+# AB_SCHEDULE passes --schedule (policy, strided, dynamic); AB_BENCH=segmented runs `tally bench
+# segmented --quick --totals AB_TOTALS` (default 20) and compares tally's time of every row of its
+# tables (rows, columns, ragged, dot; the graph time there). Prints, per table row and per graph
 # time of tally's, "A1:us B1:us A2:us B2:us  B/A ratio"; the markdown and JSON of every run are
 # left in OUTDIR.
 set -uo pipefail
@@ -16,6 +18,9 @@ export PATH=/usr/local/cuda/bin:$PATH
 out=${1:?usage: scripts/ab.sh OUTDIR}
 mkdir -p "$out"
 [ -d ab/A ] || { echo "ab/A/ (the files of version A) is missing"; exit 2; }
+# (A stale file left in ab/A/ by an earlier A/B once broke A's build: say what A is.)
+echo "A = this tree with: $(cd ab/A && find . -type f | sed 's#^\./##' | sort | tr '
+' ' ')"
 sizes=${AB_SIZES:-2^10,2^12,2^14,2^16,2^18,2^20,2^22}
 # A's tree is laid out afresh each time, but its build/ is kept (mtimes preserved: tar, cp -p), so a
 # second A/B on the same warm machine rebuilds nothing that did not change.
@@ -30,7 +35,10 @@ for rep in 1 2; do
   for v in A B; do
     bin=build/dev/tally
     [ $v = A ] && bin=/tmp/tally-A/build/dev/tally
-    if [ "$bench" = core ]; then
+    if [ "$bench" = segmented ]; then
+      "$bin" bench segmented --quick --totals ${AB_TOTALS:-20} --md "$out/$v$rep.md" --json "$out/$v$rep.json" \
+        >/dev/null 2>&1 || echo "$v$rep: bench failed"
+    elif [ "$bench" = core ]; then
       "$bin" bench core --quick --no-cold ${AB_SCHEDULE:+--schedule $AB_SCHEDULE} --md "$out/$v$rep.md" \
         --json "$out/$v$rep.json" >/dev/null 2>&1 || echo "$v$rep: bench failed"
     else
@@ -52,6 +60,10 @@ for tag in ('A1', 'B1', 'A2', 'B2'):
         continue
     for t in json.load(open(p))['tables']:
         for r in t['rows']:
+            if 'tally_us' in r and 'op' not in r:  # bench segmented: a row per shape, tally's graph time
+                what = r.get('form', 'ragged' if 'segments' in r else 'dot')
+                rows.setdefault((what, r['total'], r.get('shape', r.get('segments')), r['plan'][:6]), {})[tag] = r['tally_us']
+                continue
             if r.get('cache', 'warm') != 'warm':
                 continue
             for k, v in r.items():

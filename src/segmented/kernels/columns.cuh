@@ -38,26 +38,46 @@ __device__ __forceinline__ vec16<T> load_cols(const T* p) {
 // round's loads issued before this one folds); the lanes of one column combine by shuffles
 // inside a warp, then across warps in shared memory; per_seg blocks per tile combine their
 // partials like split.
-template <class T, class Op, int BLOCK, int VN, bool RING = false>
+// 64-bit quotient in 32-bit arithmetic where both operands fit (a 64-bit division is a subroutine
+// of about 70 instructions; a tile's indices take five of them before its first load).
+__device__ __forceinline__ std::uint64_t div_u64(std::uint64_t a, std::uint64_t b) {
+  if (((a | b) >> 32) == 0) return static_cast<unsigned>(a) / static_cast<unsigned>(b);
+  return a / b;
+}
+
+// Shared-memory buffers of the in-block combine: one per result of a vector for 4-byte
+// accumulators, up to four results (every result's partials land before one barrier), else two
+// (a barrier per result). Wider ones stay with two: with more, ptxas for sm_90 spilled (f64
+// min/max under ignore, sum_sq) or lost a block an SM (f64 mean: 126 -> 166 registers).
+template <class Op, int VN>
+inline constexpr int kColumnTreeBufs = (VN > 1 && VN <= 4 && sizeof(typename Op::acc_type) == 4) ? VN : 2;
+
+// Partials of other blocks a thread of a tile's last block loads at once: up to 128 bytes of
+// them, at least 8 (a batch costs one round trip to L2).
+template <class Acc>
+inline constexpr int kCombineBatch = sizeof(Acc) > 4 ? 8 : 16;
+
+template <class T, class Op, int BLOCK, int VN, bool RING = false, int NB = 2>
 __device__ __forceinline__ void columns_tile(const seg_args<T, Op>& a, std::uint64_t w,
-                                             typename Op::acc_type (&tree)[2][BLOCK], bool& last) {
+                                             typename Op::acc_type (&tree)[NB][BLOCK], bool& last) {
   using Acc = typename Op::acc_type;
   using V = vec16<T>;
   const problem& p = a.p;
   const unsigned CV = static_cast<unsigned>(a.col_vecs), lanes = BLOCK / CV;
   const std::uint64_t cols_per_tile = std::uint64_t(CV) * VN;
-  const std::uint64_t col_tiles = (p.inner + cols_per_tile - 1) / cols_per_tile;
+  const std::uint64_t col_tiles = div_u64(p.inner + cols_per_tile - 1, cols_per_tile);
   // Work item w is share c of tile w % tiles: blocks running together read adjacent tiles of the
   // same rows (whole rows of the matrix across the GPU, not strips of it). The tile's partial of
   // share c sits at slot tile * per_seg + c.
   const std::uint64_t tiles = p.outer * col_tiles;
-  const std::uint64_t tile = w % tiles;
-  const unsigned c = static_cast<unsigned>(w / tiles);
+  const std::uint64_t cq = div_u64(w, tiles);
+  const std::uint64_t tile = w - cq * tiles;
+  const unsigned c = static_cast<unsigned>(cq);
   const std::uint64_t slot = tile * a.per_seg + c;
-  const std::uint64_t o = tile / col_tiles, cb = tile % col_tiles;
+  const std::uint64_t o = div_u64(tile, col_tiles), cb = tile - o * col_tiles;
   const unsigned cv = threadIdx.x % CV, kl = threadIdx.x / CV;
   const std::uint64_t col0 = cb * cols_per_tile + std::uint64_t(cv) * VN;
-  const std::uint64_t chunk = (p.length + a.per_seg - 1) / a.per_seg;
+  const std::uint64_t chunk = div_u64(p.length + a.per_seg - 1, a.per_seg);
   const std::uint64_t kb = chunk * c, ke = kb + chunk < p.length ? kb + chunk : p.length;
   Acc acc[VN];
 #pragma unroll
@@ -131,6 +151,29 @@ __device__ __forceinline__ void columns_tile(const seg_args<T, Op>& a, std::uint
   // j * S + cv.
   const unsigned S = CV < 32 ? 32u : CV, parts = BLOCK / S;
   __syncthreads();  // the previous tile's readers are done with tree
+  if constexpr (VN > 1 && NB >= VN) {
+    // Small accumulators: every result's warp partials before one barrier, then thread i of the
+    // first CV x VN combines result e = i / CV of vector i % CV over the warps in order (the
+    // same reads and order as the loop below, which pays a barrier and a serial read per result).
+#pragma unroll
+    for (int e = 0; e < VN; ++e) {
+      Acc v = acc[e];
+      for (unsigned offset = 16; offset >= CV; offset >>= 1)
+        v = Op::combine(v, shfl_down_group(v, static_cast<int>(offset), 32));
+      if ((threadIdx.x & 31u) < CV) tree[e][threadIdx.x] = v;
+    }
+    __syncthreads();
+    for (unsigned i = threadIdx.x; i < CV * VN; i += BLOCK) {
+      const unsigned e = i / CV, t = i % CV;
+      Acc r = tree[e][t];
+      for (unsigned j = 1; j < parts; ++j) r = Op::combine(r, tree[e][j * S + t]);
+      const std::uint64_t col = cb * cols_per_tile + std::uint64_t(t) * VN + e;
+      if (col < p.inner) {
+        if (a.per_seg == 1) a.d_out[o * p.inner + col] = core::finalize_with<Op>(r, p.length, a.d_in);
+        else a.d_partials[slot * cols_per_tile + std::uint64_t(t) * VN + e] = r;
+      }
+    }
+  } else {
 #pragma unroll 1
   for (int e = 0; e < VN; ++e) {
     Acc v = acc[e];
@@ -147,6 +190,7 @@ __device__ __forceinline__ void columns_tile(const seg_args<T, Op>& a, std::uint
         else a.d_partials[slot * cols_per_tile + std::uint64_t(cv) * VN + e] = r;
       }
     }
+  }
   }
   if (a.per_seg == 1) return;
   // The block's partials (written by up to CV threads) precede thread 0's increment in causality
@@ -173,16 +217,33 @@ __device__ __forceinline__ void columns_tile(const seg_args<T, Op>& a, std::uint
     const std::uint64_t jstep = R == 1 ? BLOCK : cols_per_tile;
     for (std::uint64_t j = jt; j < cols_per_tile; j += jstep) {
       const Acc* pj = a.d_partials + tile * a.per_seg * cols_per_tile + j;
+      // Shares q0, q0 + R, ... in order, kCombineBatch loads in flight; the rest (fewer) in one
+      // predicated batch, not one round trip each (4-byte accumulators).
+      constexpr int B = RING ? 8 : kCombineBatch<Acc>;  // (the ring kernel's plans have per_seg 1)
       Acc r = Op::identity();
       unsigned q = q0;
-      for (; q + 7 * R < a.per_seg; q += 8 * R) {
-        Acc v[8];
+      // (The tile's partials number at most the workspace's slots: 32-bit offsets.)
+      const unsigned share = R * static_cast<unsigned>(cols_per_tile);
+      for (; q + (B - 1) * R < a.per_seg; q += B * R) {
+        const Acc* pq = pj + std::uint64_t(q) * cols_per_tile;
+        Acc v[B];
 #pragma unroll
-        for (int u = 0; u < 8; ++u) v[u] = core::load_cg(pj + std::uint64_t(q + u * R) * cols_per_tile);
+        for (int u = 0; u < B; ++u) v[u] = core::load_cg(pq + u * share);
 #pragma unroll
-        for (int u = 0; u < 8; ++u) r = Op::combine(r, v[u]);
+        for (int u = 0; u < B; ++u) r = Op::combine(r, v[u]);
       }
-      for (; q < a.per_seg; q += R) r = Op::combine(r, core::load_cg(pj + std::uint64_t(q) * cols_per_tile));
+      if constexpr (sizeof(Acc) > 4) {  // (a second array of wider accumulators spilled)
+        for (; q < a.per_seg; q += R) r = Op::combine(r, core::load_cg(pj + std::uint64_t(q) * cols_per_tile));
+      } else if (q < a.per_seg) {
+        const Acc* pq = pj + std::uint64_t(q) * cols_per_tile;
+        Acc v[B];
+#pragma unroll
+        for (int u = 0; u < B; ++u)
+          if (q + u * R < a.per_seg) v[u] = core::load_cg(pq + u * share);
+#pragma unroll
+        for (int u = 0; u < B; ++u)
+          if (q + u * R < a.per_seg) r = Op::combine(r, v[u]);
+      }
       if (R == 1) {
         const std::uint64_t colj = cb * cols_per_tile + j;
         if (colj < p.inner) a.d_out[o * p.inner + colj] = core::finalize_with<Op>(r, p.length, a.d_in);
@@ -216,12 +277,13 @@ __global__ void __launch_bounds__(BLOCK) seg_columns_kernel(seg_args<T, Op> a) {
   constexpr int kVN = vector_results(static_cast<int>(sizeof(T)), static_cast<int>(sizeof(typename Op::acc_type)));
   const std::uint64_t VNv = a.vec ? kVN : 1;
   const std::uint64_t cols_per_tile = std::uint64_t(a.col_vecs) * VNv;
-  const std::uint64_t work = a.p.outer * ((a.p.inner + cols_per_tile - 1) / cols_per_tile) * a.per_seg;
-  __shared__ typename Op::acc_type tree[2][BLOCK];  // the in-block combine's two buffers
+  const std::uint64_t work = a.p.outer * div_u64(a.p.inner + cols_per_tile - 1, cols_per_tile) * a.per_seg;
+  constexpr int NB = kColumnTreeBufs<Op, kVN>;
+  __shared__ typename Op::acc_type tree[NB][BLOCK];  // the in-block combine's buffers
   __shared__ bool last;
   for (std::uint64_t w = blockIdx.x; w < work; w += gridDim.x) {
-    if (a.vec) columns_tile<T, Op, BLOCK, kVN>(a, w, tree, last);
-    else columns_tile<T, Op, BLOCK, 1>(a, w, tree, last);
+    if (a.vec) columns_tile<T, Op, BLOCK, kVN, false, NB>(a, w, tree, last);
+    else columns_tile<T, Op, BLOCK, 1, false, NB>(a, w, tree, last);
   }
 }
 // The same, two rounds in flight a lane, 16-byte loads only (the launcher's check), held to two
@@ -231,7 +293,9 @@ __global__ void __launch_bounds__(BLOCK, 2) seg_columns_ring_kernel(seg_args<T, 
   kernel_entry();
   constexpr int kVN = vector_results(static_cast<int>(sizeof(T)), static_cast<int>(sizeof(typename Op::acc_type)));
   const std::uint64_t cols_per_tile = std::uint64_t(a.col_vecs) * kVN;
-  const std::uint64_t work = a.p.outer * ((a.p.inner + cols_per_tile - 1) / cols_per_tile) * a.per_seg;
+  const std::uint64_t work = a.p.outer * div_u64(a.p.inner + cols_per_tile - 1, cols_per_tile) * a.per_seg;
+  // Two buffers, a barrier per result: the one-barrier combine made this kernel spill (ptxas for
+  // sm_90: 168 bytes a thread of the f32 sum under its 128 registers).
   __shared__ typename Op::acc_type tree[2][BLOCK];
   __shared__ bool last;
   for (std::uint64_t w = blockIdx.x; w < work; w += gridDim.x) columns_tile<T, Op, BLOCK, kVN, true>(a, w, tree, last);
