@@ -32,52 +32,59 @@ __device__ __forceinline__ vec16<T> load_cols(const T* p) {
   }
 }
 
-// inner > 1: a tile is col_vecs vectors of adjacent results (VN results each with vector loads,
-// one without; vector_results) and BLOCK / col_vecs lanes along the axis. Lane kl reads rows kl, kl + lanes, ...
-// of its share of the axis, kColumnLoads loads in flight (RING: two rounds of them, the next
-// round's loads issued before this one folds); the lanes of one column combine by shuffles
-// inside a warp, then across warps in shared memory; per_seg blocks per tile combine their
-// partials like split.
 // 64-bit quotient in 32-bit arithmetic where both operands fit (a 64-bit division is a subroutine
-// of about 70 instructions; a tile's indices take five of them before its first load).
+// of about 70 instructions; a tile's indices take five of them before its first load). Used by
+// the kernels of 4-byte accumulators only: in others the second path made ptxas spill (i64
+// argmin/argmax, integer means: 8 bytes), so they keep the plain divisions.
 __device__ __forceinline__ std::uint64_t div_u64(std::uint64_t a, std::uint64_t b) {
   if (((a | b) >> 32) == 0) return static_cast<unsigned>(a) / static_cast<unsigned>(b);
   return a / b;
 }
 
 // Shared-memory buffers of the in-block combine: one per result of a vector for 4-byte
-// accumulators, up to four results (every result's partials land before one barrier), else two
-// (a barrier per result). Wider ones stay with two: with more, ptxas for sm_90 spilled (f64
-// min/max under ignore, sum_sq) or lost a block an SM (f64 mean: 126 -> 166 registers).
+// accumulators and two to four results a vector (16-byte loads of 4- or 8-byte elements: every
+// result's partials land before one barrier), else two (a barrier per result: 2- and 1-byte
+// elements, element loads, wider accumulators; and the ring kernel, which passes NB = 2). With
+// one buffer per result for 8-byte accumulators too, ptxas for sm_90 spilled (f64 min/max under
+// ignore, f64 sum_sq) or lost a block an SM (f64 mean: 126 -> 166 registers).
 template <class Op, int VN>
 inline constexpr int kColumnTreeBufs = (VN > 1 && VN <= 4 && sizeof(typename Op::acc_type) == 4) ? VN : 2;
 
-// Partials of other blocks a thread of a tile's last block loads at once: up to 128 bytes of
-// them, at least 8 (a batch costs one round trip to L2).
-template <class Acc>
-inline constexpr int kCombineBatch = sizeof(Acc) > 4 ? 8 : 16;
+// Partials of other blocks a thread of a tile's last block loads at once where they are 4 bytes
+// (a batch costs one round trip to L2; 32 made the f32 kernels take 204 registers).
+inline constexpr int kCombineBatch = 16;
 
+// inner > 1: a tile is col_vecs vectors of adjacent results (VN results each with vector loads,
+// one without; vector_results) and BLOCK / col_vecs lanes along the axis. Lane kl reads rows kl, kl + lanes, ...
+// of its share of the axis, kColumnLoads loads in flight (RING: two rounds of them, the next
+// round's loads issued before this one folds); the lanes of one column combine by shuffles
+// inside a warp, then across warps in shared memory; per_seg blocks per tile combine their
+// partials like split.
 template <class T, class Op, int BLOCK, int VN, bool RING = false, int NB = 2>
 __device__ __forceinline__ void columns_tile(const seg_args<T, Op>& a, std::uint64_t w,
                                              typename Op::acc_type (&tree)[NB][BLOCK], bool& last) {
   using Acc = typename Op::acc_type;
   using V = vec16<T>;
+  constexpr bool kFastDiv = sizeof(Acc) == 4;
   const problem& p = a.p;
   const unsigned CV = static_cast<unsigned>(a.col_vecs), lanes = BLOCK / CV;
   const std::uint64_t cols_per_tile = std::uint64_t(CV) * VN;
-  const std::uint64_t col_tiles = div_u64(p.inner + cols_per_tile - 1, cols_per_tile);
+  // (kFastDiv ? the 32-bit quotients : the plain 64-bit expressions, as before.)
+  const std::uint64_t col_tiles =
+      kFastDiv ? div_u64(p.inner + cols_per_tile - 1, cols_per_tile) : (p.inner + cols_per_tile - 1) / cols_per_tile;
   // Work item w is share c of tile w % tiles: blocks running together read adjacent tiles of the
   // same rows (whole rows of the matrix across the GPU, not strips of it). The tile's partial of
   // share c sits at slot tile * per_seg + c.
   const std::uint64_t tiles = p.outer * col_tiles;
-  const std::uint64_t cq = div_u64(w, tiles);
-  const std::uint64_t tile = w - cq * tiles;
-  const unsigned c = static_cast<unsigned>(cq);
+  const std::uint64_t cq = kFastDiv ? div_u64(w, tiles) : 0;
+  const std::uint64_t tile = kFastDiv ? w - cq * tiles : w % tiles;
+  const unsigned c = static_cast<unsigned>(kFastDiv ? cq : w / tiles);
   const std::uint64_t slot = tile * a.per_seg + c;
-  const std::uint64_t o = div_u64(tile, col_tiles), cb = tile - o * col_tiles;
+  const std::uint64_t o = kFastDiv ? div_u64(tile, col_tiles) : tile / col_tiles;
+  const std::uint64_t cb = kFastDiv ? tile - o * col_tiles : tile % col_tiles;
   const unsigned cv = threadIdx.x % CV, kl = threadIdx.x / CV;
   const std::uint64_t col0 = cb * cols_per_tile + std::uint64_t(cv) * VN;
-  const std::uint64_t chunk = div_u64(p.length + a.per_seg - 1, a.per_seg);
+  const std::uint64_t chunk = kFastDiv ? div_u64(p.length + a.per_seg - 1, a.per_seg) : (p.length + a.per_seg - 1) / a.per_seg;
   const std::uint64_t kb = chunk * c, ke = kb + chunk < p.length ? kb + chunk : p.length;
   Acc acc[VN];
 #pragma unroll
@@ -147,8 +154,8 @@ __device__ __forceinline__ void columns_tile(const seg_args<T, Op>& a, std::uint
   }
   // Each of the VN results: the lanes along the axis combine in a fixed tree, first inside the
   // warp (lanes CV apart, where a warp spans several rows), then the warps' partials in order in
-  // shared memory (two buffers, one barrier per result). Partial j of vector cv sits at
-  // j * S + cv.
+  // shared memory (one buffer per result and one barrier for all where NB >= VN, else two buffers
+  // and one barrier per result). Partial j of vector cv sits at j * S + cv.
   const unsigned S = CV < 32 ? 32u : CV, parts = BLOCK / S;
   __syncthreads();  // the previous tile's readers are done with tree
   if constexpr (VN > 1 && NB >= VN) {
@@ -193,7 +200,7 @@ __device__ __forceinline__ void columns_tile(const seg_args<T, Op>& a, std::uint
   }
   }
   if (a.per_seg == 1) return;
-  // The block's partials (written by up to CV threads) precede thread 0's increment in causality
+  // The block's partials (written by up to CV x VN threads) precede thread 0's increment in causality
   // order (the barrier synchronizes the block), and the increment's release at device scope
   // publishes them to the last block, whose acquiring increment and barrier order its reads after
   // them (PTX memory model; the pattern of CUTLASS's semaphores). A fence per writing thread and
@@ -209,40 +216,50 @@ __device__ __forceinline__ void columns_tile(const seg_args<T, Op>& a, std::uint
   if (last) {
     // The tile's per_seg x cols_per_tile partials: thread t takes column t % cols_per_tile (or
     // every BLOCK-th column when the tile is wider than the block) and every R-th partial of it
-    // from t / cols_per_tile, eight loads in flight; the R shares of a column combine in a fixed
-    // tree in shared memory.
+    // from t / cols_per_tile, 8 or 16 loads in flight (below); the R shares of a column combine in
+    // a fixed tree in shared memory.
     const unsigned R = cols_per_tile >= BLOCK ? 1u : static_cast<unsigned>(BLOCK / cols_per_tile);
     const unsigned q0 = threadIdx.x / (BLOCK / R > 0 ? static_cast<unsigned>(BLOCK / R) : 1u);
     const std::uint64_t jt = R == 1 ? threadIdx.x : threadIdx.x % cols_per_tile;
     const std::uint64_t jstep = R == 1 ? BLOCK : cols_per_tile;
     for (std::uint64_t j = jt; j < cols_per_tile; j += jstep) {
       const Acc* pj = a.d_partials + tile * a.per_seg * cols_per_tile + j;
-      // Shares q0, q0 + R, ... in order, kCombineBatch loads in flight; the rest (fewer) in one
-      // predicated batch, not one round trip each (4-byte accumulators).
-      constexpr int B = RING ? 8 : kCombineBatch<Acc>;  // (the ring kernel's plans have per_seg 1)
+      // Shares q0, q0 + R, ... in order. 4-byte accumulators: 16 loads in flight (8 in the ring
+      // kernel, whose sweep candidates may share tiles too; offsets below 16 x max(BLOCK,
+      // cols_per_tile): 32-bit), the rest (fewer) in one predicated batch; wider ones 8 at a time
+      // and the rest one by one, as before.
       Acc r = Op::identity();
       unsigned q = q0;
-      // (The tile's partials number at most the workspace's slots: 32-bit offsets.)
-      const unsigned share = R * static_cast<unsigned>(cols_per_tile);
-      for (; q + (B - 1) * R < a.per_seg; q += B * R) {
-        const Acc* pq = pj + std::uint64_t(q) * cols_per_tile;
-        Acc v[B];
+      if constexpr (sizeof(Acc) == 4) {
+        constexpr int B = RING ? 8 : kCombineBatch;
+        const unsigned share = R * static_cast<unsigned>(cols_per_tile);
+        for (; q + (B - 1) * R < a.per_seg; q += B * R) {
+          const Acc* pq = pj + std::uint64_t(q) * cols_per_tile;
+          Acc v[B];
 #pragma unroll
-        for (int u = 0; u < B; ++u) v[u] = core::load_cg(pq + u * share);
+          for (int u = 0; u < B; ++u) v[u] = core::load_cg(pq + u * share);
 #pragma unroll
-        for (int u = 0; u < B; ++u) r = Op::combine(r, v[u]);
-      }
-      if constexpr (sizeof(Acc) > 4) {  // (a second array of wider accumulators spilled)
+          for (int u = 0; u < B; ++u) r = Op::combine(r, v[u]);
+        }
+        if (q < a.per_seg) {
+          const Acc* pq = pj + std::uint64_t(q) * cols_per_tile;
+          Acc v[B];
+#pragma unroll
+          for (int u = 0; u < B; ++u)
+            if (q + u * R < a.per_seg) v[u] = core::load_cg(pq + u * share);
+#pragma unroll
+          for (int u = 0; u < B; ++u)
+            if (q + u * R < a.per_seg) r = Op::combine(r, v[u]);
+        }
+      } else {
+        for (; q + 7 * R < a.per_seg; q += 8 * R) {
+          Acc v[8];
+#pragma unroll
+          for (int u = 0; u < 8; ++u) v[u] = core::load_cg(pj + std::uint64_t(q + u * R) * cols_per_tile);
+#pragma unroll
+          for (int u = 0; u < 8; ++u) r = Op::combine(r, v[u]);
+        }
         for (; q < a.per_seg; q += R) r = Op::combine(r, core::load_cg(pj + std::uint64_t(q) * cols_per_tile));
-      } else if (q < a.per_seg) {
-        const Acc* pq = pj + std::uint64_t(q) * cols_per_tile;
-        Acc v[B];
-#pragma unroll
-        for (int u = 0; u < B; ++u)
-          if (q + u * R < a.per_seg) v[u] = core::load_cg(pq + u * share);
-#pragma unroll
-        for (int u = 0; u < B; ++u)
-          if (q + u * R < a.per_seg) r = Op::combine(r, v[u]);
       }
       if (R == 1) {
         const std::uint64_t colj = cb * cols_per_tile + j;
@@ -277,7 +294,11 @@ __global__ void __launch_bounds__(BLOCK) seg_columns_kernel(seg_args<T, Op> a) {
   constexpr int kVN = vector_results(static_cast<int>(sizeof(T)), static_cast<int>(sizeof(typename Op::acc_type)));
   const std::uint64_t VNv = a.vec ? kVN : 1;
   const std::uint64_t cols_per_tile = std::uint64_t(a.col_vecs) * VNv;
-  const std::uint64_t work = a.p.outer * div_u64(a.p.inner + cols_per_tile - 1, cols_per_tile) * a.per_seg;
+  constexpr bool kFastDiv = sizeof(typename Op::acc_type) == 4;
+  const std::uint64_t work =
+      a.p.outer *
+      (kFastDiv ? div_u64(a.p.inner + cols_per_tile - 1, cols_per_tile) : (a.p.inner + cols_per_tile - 1) / cols_per_tile) *
+      a.per_seg;
   constexpr int NB = kColumnTreeBufs<Op, kVN>;
   __shared__ typename Op::acc_type tree[NB][BLOCK];  // the in-block combine's buffers
   __shared__ bool last;
@@ -293,7 +314,11 @@ __global__ void __launch_bounds__(BLOCK, 2) seg_columns_ring_kernel(seg_args<T, 
   kernel_entry();
   constexpr int kVN = vector_results(static_cast<int>(sizeof(T)), static_cast<int>(sizeof(typename Op::acc_type)));
   const std::uint64_t cols_per_tile = std::uint64_t(a.col_vecs) * kVN;
-  const std::uint64_t work = a.p.outer * div_u64(a.p.inner + cols_per_tile - 1, cols_per_tile) * a.per_seg;
+  constexpr bool kFastDiv = sizeof(typename Op::acc_type) == 4;
+  const std::uint64_t work =
+      a.p.outer *
+      (kFastDiv ? div_u64(a.p.inner + cols_per_tile - 1, cols_per_tile) : (a.p.inner + cols_per_tile - 1) / cols_per_tile) *
+      a.per_seg;
   // Two buffers, a barrier per result: the one-barrier combine made this kernel spill (ptxas for
   // sm_90: 168 bytes a thread of the f32 sum under its 128 registers).
   __shared__ typename Op::acc_type tree[2][BLOCK];
