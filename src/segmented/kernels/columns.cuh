@@ -158,15 +158,28 @@ __device__ __forceinline__ void columns_tile(const seg_args<T, Op>& a, std::uint
   // and one barrier per result). Partial j of vector cv sits at j * S + cv.
   const unsigned S = CV < 32 ? 32u : CV, parts = BLOCK / S;
   __syncthreads();  // the previous tile's readers are done with tree
+  // Result e's partial of this lane after the shuffles inside the warp; and what becomes of the
+  // block's combined result e of vector t (the output, or the tile's partial).
+  const auto warp_part = [&](int e) {
+    Acc v = acc[e];
+    for (unsigned offset = 16; offset >= CV; offset >>= 1)
+      v = Op::combine(v, shfl_down_group(v, static_cast<int>(offset), 32));
+    return v;
+  };
+  const auto emit = [&](const Acc& r, unsigned t, int e) {
+    const std::uint64_t col = cb * cols_per_tile + std::uint64_t(t) * VN + e;
+    if (col < p.inner) {
+      if (a.per_seg == 1) a.d_out[o * p.inner + col] = core::finalize_with<Op>(r, p.length, a.d_in);
+      else a.d_partials[slot * cols_per_tile + std::uint64_t(t) * VN + e] = r;
+    }
+  };
   if constexpr (VN > 1 && NB >= VN) {
     // Small accumulators: every result's warp partials before one barrier, then thread i of the
     // first CV x VN combines result e = i / CV of vector i % CV over the warps in order (the
     // same reads and order as the loop below, which pays a barrier and a serial read per result).
 #pragma unroll
     for (int e = 0; e < VN; ++e) {
-      Acc v = acc[e];
-      for (unsigned offset = 16; offset >= CV; offset >>= 1)
-        v = Op::combine(v, shfl_down_group(v, static_cast<int>(offset), 32));
+      const Acc v = warp_part(e);
       if ((threadIdx.x & 31u) < CV) tree[e][threadIdx.x] = v;
     }
     __syncthreads();
@@ -174,30 +187,21 @@ __device__ __forceinline__ void columns_tile(const seg_args<T, Op>& a, std::uint
       const unsigned e = i / CV, t = i % CV;
       Acc r = tree[e][t];
       for (unsigned j = 1; j < parts; ++j) r = Op::combine(r, tree[e][j * S + t]);
-      const std::uint64_t col = cb * cols_per_tile + std::uint64_t(t) * VN + e;
-      if (col < p.inner) {
-        if (a.per_seg == 1) a.d_out[o * p.inner + col] = core::finalize_with<Op>(r, p.length, a.d_in);
-        else a.d_partials[slot * cols_per_tile + std::uint64_t(t) * VN + e] = r;
-      }
+      emit(r, t, static_cast<int>(e));
     }
   } else {
 #pragma unroll 1
-  for (int e = 0; e < VN; ++e) {
-    Acc v = acc[e];
-    for (unsigned offset = 16; offset >= CV; offset >>= 1)
-      v = Op::combine(v, shfl_down_group(v, static_cast<int>(offset), 32));
-    Acc* buf = tree[e & 1];
-    if ((threadIdx.x & 31u) < CV) buf[threadIdx.x] = v;
-    __syncthreads();
-    if (threadIdx.x < CV) {
-      Acc r = buf[threadIdx.x];
-      for (unsigned j = 1; j < parts; ++j) r = Op::combine(r, buf[j * S + threadIdx.x]);
-      if (col0 + e < p.inner) {
-        if (a.per_seg == 1) a.d_out[o * p.inner + col0 + e] = core::finalize_with<Op>(r, p.length, a.d_in);
-        else a.d_partials[slot * cols_per_tile + std::uint64_t(cv) * VN + e] = r;
+    for (int e = 0; e < VN; ++e) {
+      const Acc v = warp_part(e);
+      Acc* buf = tree[e & 1];
+      if ((threadIdx.x & 31u) < CV) buf[threadIdx.x] = v;
+      __syncthreads();
+      if (threadIdx.x < CV) {
+        Acc r = buf[threadIdx.x];
+        for (unsigned j = 1; j < parts; ++j) r = Op::combine(r, buf[j * S + threadIdx.x]);
+        emit(r, cv, e);
       }
     }
-  }
   }
   if (a.per_seg == 1) return;
   // The block's partials (written by up to CV x VN threads) precede thread 0's increment in causality
