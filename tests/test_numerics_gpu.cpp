@@ -1511,6 +1511,23 @@ TEST(NumericsGpu, StatsFloat64) {
   run_stats<double>();
 }
 
+// From 2 x the L2 up the f64 statistics take their pipelined kernel (core/tuning.hpp,
+// pipeline_rounds): against the two-pass reference there too, a large mean, a misaligned start,
+// and NaNs under both policies.
+TEST(NumericsGpu, StatsFloat64PastTwiceTheL2) {
+  TALLY_REQUIRE_GPU();
+  if (small_only()) GTEST_SKIP() << "large test skipped under TALLY_TEST_SMALL";
+  int dev = 0, l2 = 0;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev), cudaSuccess);
+  const std::uint64_t n = 2 * std::uint64_t(l2) / sizeof(double) + 1234567;
+  std::uint64_t seed = test_seed();
+  check_stats(uniform<double>(n, ++seed, 1e6, 1e6 + 1), nan_policy::propagate, "large mean, past 2 x L2", 1e-10L, 1);
+  auto h = uniform<double>(n, ++seed, -1, 1);
+  h[n / 3] = nan_of<double>();
+  for (nan_policy p : {nan_policy::propagate, nan_policy::ignore}) check_stats(h, p, "a NaN, past 2 x L2");
+}
+
 // The stream-ordered form writes the same 48-byte record.
 TEST(NumericsGpu, ReduceStatsWritesTheRecord) {
   TALLY_REQUIRE_GPU();

@@ -93,7 +93,10 @@ __device__ __forceinline__ vec16<T> load_second(const T* __restrict__ d_y, std::
 // UNROLL vectors are in flight per thread; they fold into min(UNROLL, the op's max_accs,
 // ACCS_CAP) accumulators, each of which sees its elements in increasing index order
 // (argmin/argmax rely on that).
-template <class T, class Op, int BLOCK, int UNROLL, load_hint H, layout L, int ACCS_CAP = 8>
+// PIPE (one-input ops without a round fold): the next whole round's loads issued before this
+// round folds (below); the vectors fold into the same accumulators in the same order, so the bits
+// are those of the plain loop (tests/test_pipelined_gpu.cu).
+template <class T, class Op, int BLOCK, int UNROLL, load_hint H, layout L, int ACCS_CAP = 8, bool PIPE = false>
 __device__ __forceinline__ typename Op::acc_type reduce_block_range(const T* __restrict__ d_in,
                                                                     std::uint64_t n,
                                                                     unsigned int block,
@@ -147,18 +150,45 @@ __device__ __forceinline__ typename Op::acc_type reduce_block_range(const T* __r
       for (int u = 0; u < UNROLL; ++u) acc[u % ACCS] = fold_at(acc[u % ACCS], v[u], v[u], j + u * stride);
     }
   };
-  for (; i + (UNROLL - 1) * stride < end; i += UNROLL * stride) {
-    V v[UNROLL], w[W];
+  if constexpr (PIPE) {
+    static_assert(!binary_v<Op> && !round_fold_v<Op>, "the pipelined rounds are for one-input folds");
+    // Round r + 1's loads go out before round r folds; then they move into place (the moves wait
+    // for them, and the round after can go out only then): a round every max(fold, latency)
+    // instead of fold + latency, one copy of the fold in the loop.
+    if (i + (UNROLL - 1) * stride < end) {
+      V cur[UNROLL];
 #pragma unroll
-    for (int u = 0; u < UNROLL; ++u) {
-      v[u] = load_vec<H>(d_vec + i + u * stride);
-      if constexpr (binary_v<Op>) w[u] = load_second<H>(d_in2, s.head + (i + u * stride) * VN, y_aligned);
+      for (int u = 0; u < UNROLL; ++u) cur[u] = load_vec<H>(d_vec + i + u * stride);
+#pragma unroll 1
+      for (;;) {
+        const std::uint64_t j = i + UNROLL * stride;
+        const bool more = j + (UNROLL - 1) * stride < end;
+        V nxt[UNROLL];
+        if (more) {
+#pragma unroll
+          for (int u = 0; u < UNROLL; ++u) nxt[u] = load_vec<H>(d_vec + j + u * stride);
+        }
+        fold_round_at(cur, i);
+        i = j;  // the first vector of the partial round, if any, when no whole round follows
+        if (!more) break;
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) cur[u] = nxt[u];
+      }
     }
-    if constexpr (binary_v<Op>) {
+  } else {
+    for (; i + (UNROLL - 1) * stride < end; i += UNROLL * stride) {
+      V v[UNROLL], w[W];
 #pragma unroll
-      for (int u = 0; u < UNROLL; ++u) acc[u % ACCS] = fold_at(acc[u % ACCS], v[u], w[u % W], i + u * stride);
-    } else {
-      fold_round_at(v, i);
+      for (int u = 0; u < UNROLL; ++u) {
+        v[u] = load_vec<H>(d_vec + i + u * stride);
+        if constexpr (binary_v<Op>) w[u] = load_second<H>(d_in2, s.head + (i + u * stride) * VN, y_aligned);
+      }
+      if constexpr (binary_v<Op>) {
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) acc[u % ACCS] = fold_at(acc[u % ACCS], v[u], w[u % W], i + u * stride);
+      } else {
+        fold_round_at(v, i);
+      }
     }
   }
   // The last, partial round (fewer than UNROLL vectors). One-input ops issue every load before
@@ -206,12 +236,22 @@ __device__ __forceinline__ typename Op::acc_type reduce_block_range(const T* __r
   return block_reduce<Op, BLOCK>(combine_all<Op, ACCS>(acc));
 }
 
-template <class T, class Op, int BLOCK, int UNROLL, load_hint H, layout L, int MIN_BLOCKS, int ACCS_CAP = 8>
+// Whether (T, Op) has a pipelined kernel in a shape of MIN_BLOCKS blocks an SM and layout L.
+template <class T, class Op, int MIN_BLOCKS, layout L>
+inline constexpr bool pipelines_v = pipelined_v<Op> && MIN_BLOCKS == 1 && L == layout::strided && !binary_v<Op> &&
+                                    !round_fold_v<Op> && sizeof(T) >= 4;
+
+// PIPE: the pipelined rounds (the launcher's choice by size, for ops with pipelined_v), where one
+// block an SM leaves the registers for a second round of vectors (4- and 8-byte elements).
+template <class T, class Op, int BLOCK, int UNROLL, load_hint H, layout L, int MIN_BLOCKS, int ACCS_CAP = 8,
+          bool PIPE = false>
 __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) reduce_kernel(reduce_args<T, Op> a) {
   using Acc = typename Op::acc_type;
   pdl_wait();
   pdl_launch_dependents();
-  const Acc v = reduce_block_range<T, Op, BLOCK, UNROLL, H, L, ACCS_CAP>(a.d_in, a.n, blockIdx.x, gridDim.x, a.d_in2);
+  static_assert(!PIPE || pipelines_v<T, Op, MIN_BLOCKS, L>, "pipelined rounds where the op and shape allow them");
+  const Acc v =
+      reduce_block_range<T, Op, BLOCK, UNROLL, H, L, ACCS_CAP, PIPE>(a.d_in, a.n, blockIdx.x, gridDim.x, a.d_in2);
   if (gridDim.x == 1) {  // one block: no partials, no fences
     if (threadIdx.x == 0) *a.d_out = finalize_with<Op>(v, a.n, a.d_in);
     return;

@@ -33,13 +33,16 @@ constexpr int min_blocks_of() {
   return min_blocks_v<Op> > tuning_of<T, Op, D>::min_blocks ? min_blocks_v<Op> : tuning_of<T, Op, D>::min_blocks;
 }
 
-// The reduce kernel of (T, Op) in shape D.
-template <class T, class Op, depth D>
+// The reduce kernel of (T, Op) in shape D (PIPE: its pipelined twin, where pipelines_in).
+template <class T, class Op, depth D, bool PIPE = false>
 constexpr auto reduce_kernel_of() {
   using Tu = tuning_of<T, Op, D>;
   static_assert(Tu::block >= kMinBlockThreads, "capture workspaces are sized for blocks this large");
-  return reduce_kernel<T, Op, Tu::block, Tu::unroll, Tu::hint, Tu::split, min_blocks_of<T, Op, D>(), Tu::accs>;
+  return reduce_kernel<T, Op, Tu::block, Tu::unroll, Tu::hint, Tu::split, min_blocks_of<T, Op, D>(), Tu::accs, PIPE>;
 }
+// Whether (T, Op) in shape D has a pipelined twin (device.cuh, pipelines_v).
+template <class T, class Op, depth D>
+inline constexpr bool pipelines_in = pipelines_v<T, Op, min_blocks_of<T, Op, D>(), tuning_of<T, Op, D>::split>;
 // The exact kernel of (T, F) in shape D (the strided layout; narrow inputs with each add's own
 // exactness test).
 template <class T, exact_form F, depth D>
@@ -172,6 +175,14 @@ void launch_reduce(const void* d_in, std::uint64_t n, void* d_out, const launch_
   reduce_args<T, Op> args{static_cast<const T*>(d_in), n, static_cast<typename Op::out_type*>(d_out),
                           static_cast<typename Op::acc_type*>(c.ws->d_partials), c.ws->d_counter,
                           static_cast<const T*>(c.d_in2)};
+  if constexpr (pipelines_in<T, Op, D>) {
+    // The pipelined twin from kPipelineL2Multiple x the L2 up (tuning.hpp): the same bits.
+    if (pipeline_rounds(n * sizeof(T), c.dev->info.l2_bytes)) {
+      check_cuda(launch_pdl(reduce_kernel_of<T, Op, D, true>(), args, blocks, Tu::block, c.stream),
+                 "launching the reduce kernel (cudaLaunchKernelEx)");
+      return;
+    }
+  }
   check_cuda(launch_pdl(reduce_kernel_of<T, Op, D>(), args, blocks, Tu::block, c.stream),
              "launching the reduce kernel (cudaLaunchKernelEx)");
 }

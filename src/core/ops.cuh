@@ -228,6 +228,10 @@ using op_any = op_logical<T, false>;
 // heavy:       the fold costs more than the load (statistics, compensated and exact sums): the
 //              grid spreads such ops over more blocks at middle sizes (tuning.hpp, grid_for).
 // max_per_sm:  launch at most this many blocks per SM (0: as many as fit).
+// pipelined:   a second kernel whose loop issues the next round's loads before this round
+//              folds (device.cuh, reduce_block_range's PIPE), taken from 2 x the L2 up
+//              (launch.cuh), in one-block-per-SM shapes of 4- and 8-byte elements: for folds long
+//              enough that a warp would otherwise hold no loads in flight for part of each round.
 #define TALLY_OP_TRAIT(name, type, fallback)                                       \
   template <class Op, class = void>                                               \
   inline constexpr type name##_v = fallback;                                      \
@@ -243,6 +247,7 @@ TALLY_OP_TRAIT(min_blocks, int, 1)
 TALLY_OP_TRAIT(max_per_sm, int, 0)
 TALLY_OP_TRAIT(heavy, bool, false)
 TALLY_OP_TRAIT(round_fold, bool, false)
+TALLY_OP_TRAIT(pipelined, bool, false)
 #undef TALLY_OP_TRAIT
 
 template <class Op, class A, class T>

@@ -62,6 +62,12 @@ struct op_stats {
   using M = std::conditional_t<narrow, float, double>;
   static constexpr int max_accs = 2;
   static constexpr bool custom_block = true, heavy = true;
+  // f64: a round's fold (16 elements a thread at 512 x 8, about 9 instructions each) leaves each
+  // warp without loads in flight for part of every round (stats f64 at 91-94% of the fast sum on
+  // the H200, 95.5% on the H100), so from 2 x the L2 up the next round's loads go out first
+  // (tuning.hpp, pipeline_rounds). Not f32 (no gain on the H100 at any size) nor the integers
+  // (8 bytes of spills a thread at 512 x 8 in a build with the pipelined loop; ptxas, sm_90).
+  static constexpr bool pipelined = std::is_same_v<T, double>;
   using acc_type = stats_acc<M, flag>;
   using out_type = stats_out;
   static __host__ __device__ acc_type identity() {

@@ -105,6 +105,18 @@ inline constexpr int kVectorsPerThread = 2;
 // the H200 (60 MiB); at 2^28 347.6 against 387.3 and 246.8 against 281.5.
 inline constexpr std::uint64_t kExactDynamicL2Multiple = 8;
 
+// Ops with pipelined rounds (ops.cuh, pipelined_v: the f64 statistics) take their pipelined
+// kernel from this multiple of the L2 up (bytes read), where the reads come from DRAM; below, the
+// plain kernel. A/B in one session on the H100 (scripts/ab.sh, graph us, 2026-11-27 23:4x UTC,
+// pipelined against plain): stats f64 at 2^26 / 2^28 / 2^30 1.3 / 1.6 / 1.8% faster (97.1 /
+// 97.0 / 97.3% of the fast sum, from 95.7 / 95.5 / 95.5), 2^24 the same; but 3-13% slower from
+// 2^10 to 2^22 (f32: 10-20% slower at 2^10-2^16 and no faster at any size), even where no thread
+// had a whole round to pipeline: so one kernel each, chosen by size, and f64 only.
+inline constexpr std::uint64_t kPipelineL2Multiple = 2;
+constexpr bool pipeline_rounds(std::uint64_t bytes, std::uint64_t l2_bytes) {
+  return bytes > 0 && bytes >= kPipelineL2Multiple * l2_bytes;
+}
+
 // Elements one block consumes in one round of loads.
 constexpr std::uint64_t round_elements(const shape& s, int elem_bytes) {
   return std::uint64_t(s.block) * s.unroll * (16 / elem_bytes);
