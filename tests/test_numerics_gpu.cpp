@@ -17,6 +17,7 @@
 #include <sstream>
 #include <string>
 
+#include "core/context.hpp"
 #include "numerics_reference.hpp"
 #include "support.hpp"
 
@@ -1523,9 +1524,15 @@ TEST(NumericsGpu, StatsFloat64PastTwiceTheL2) {
   const std::uint64_t n = 2 * std::uint64_t(l2) / sizeof(double) + 1234567;
   std::uint64_t seed = test_seed();
   check_stats(uniform<double>(n, ++seed, 1e6, 1e6 + 1), nan_policy::propagate, "large mean, past 2 x L2", 1e-10L, 1);
+  EXPECT_TRUE(core::last_launch().pipelined) << "the pipelined twin ran";
   auto h = uniform<double>(n, ++seed, -1, 1);
   h[n / 3] = nan_of<double>();
-  for (nan_policy p : {nan_policy::propagate, nan_policy::ignore}) check_stats(h, p, "a NaN, past 2 x L2");
+  for (nan_policy p : {nan_policy::propagate, nan_policy::ignore}) {
+    check_stats(h, p, "a NaN, past 2 x L2");
+    EXPECT_TRUE(core::last_launch().pipelined) << "the pipelined twin ran";
+  }
+  check_stats(uniform<double>(n / 4, ++seed, -1, 1), nan_policy::propagate, "below 2 x L2");
+  EXPECT_FALSE(core::last_launch().pipelined) << "the plain kernel below 2 x L2";
 }
 
 // The stream-ordered form writes the same 48-byte record.

@@ -257,9 +257,9 @@ const bool g_debug_launch = [] {
 void record_launch(const launch_record& r) {
   t_last = r;
   if (g_debug_launch)
-    std::fprintf(stderr, "tally: launch n=%llu elem_bytes=%u grid=%u block=%u unroll=%u shape=%s resident=%u\n",
+    std::fprintf(stderr, "tally: launch n=%llu elem_bytes=%u grid=%u block=%u unroll=%u shape=%s%s resident=%u\n",
                  static_cast<unsigned long long>(r.n), r.elem_bytes, r.blocks, r.block, r.unroll,
-                 r.dynamic ? "dynamic" : r.deep ? "deep" : "base", r.resident);
+                 r.dynamic ? "dynamic" : r.deep ? "deep" : "base", r.pipelined ? " pipelined" : "", r.resident);
 }
 launch_record last_launch() { return t_last; }
 

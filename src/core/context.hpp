@@ -155,6 +155,7 @@ struct launch_record {
   unsigned unroll = 0;  // 16-byte loads in flight per thread
   bool deep = false;    // the family's deep shape (policy.hpp)
   bool dynamic = false; // a dynamic schedule (chunks from a counter; tuning.hpp)
+  bool pipelined = false;  // the shape's pipelined twin (the next round's loads before the fold)
 };
 void record_launch(const launch_record& r);
 launch_record last_launch();

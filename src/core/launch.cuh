@@ -156,13 +156,13 @@ cudaError_t launch_pdl(Kernel kernel, const Args& args, unsigned int blocks, int
 
 // The grid of a launch of shape s at n elements (binary ops: n per input), recorded.
 inline unsigned int plan_grid(const shape& s, int elem_bytes, std::uint64_t n, bool binary, bool heavy, depth d,
-                              int per_sm, const launch_ctx& c, bool dynamic = false) {
+                              int per_sm, const launch_ctx& c, bool dynamic = false, bool pipelined = false) {
   const device_policy& pol = policy_for(*c.dev);
   const unsigned int blocks = grid_for(s, elem_bytes, n, binary, heavy, c.dev->sm_count, per_sm,
                                        c.ws ? c.ws->max_blocks : kMaxBlocks, pol.grid);
   record_launch({static_cast<unsigned>(elem_bytes), n, blocks, static_cast<unsigned>(s.block),
                  static_cast<unsigned>(per_sm * c.dev->sm_count), static_cast<unsigned>(s.unroll),
-                 d == depth::deep, dynamic});
+                 d == depth::deep, dynamic, pipelined});
   return blocks;
 }
 
@@ -170,14 +170,16 @@ template <class T, class Op, depth D>
 void launch_reduce(const void* d_in, std::uint64_t n, void* d_out, const launch_ctx& c, int per_sm) {
   using Tu = tuning_of<T, Op, D>;
   static_assert(sizeof(typename Op::acc_type) <= kMaxAccBytes);
-  const unsigned int blocks = plan_grid(Tu::s, sizeof(T), n, binary_v<Op>, heavy_v<Op>, D, per_sm, c);
+  // The pipelined twin from kPipelineL2Multiple x the L2 up (tuning.hpp): the same bits.
+  bool pipe = false;
+  if constexpr (pipelines_in<T, Op, D>) pipe = pipeline_rounds(n * sizeof(T), c.dev->info.l2_bytes);
+  const unsigned int blocks = plan_grid(Tu::s, sizeof(T), n, binary_v<Op>, heavy_v<Op>, D, per_sm, c, false, pipe);
   if (c.dry_run) return;
   reduce_args<T, Op> args{static_cast<const T*>(d_in), n, static_cast<typename Op::out_type*>(d_out),
                           static_cast<typename Op::acc_type*>(c.ws->d_partials), c.ws->d_counter,
                           static_cast<const T*>(c.d_in2)};
   if constexpr (pipelines_in<T, Op, D>) {
-    // The pipelined twin from kPipelineL2Multiple x the L2 up (tuning.hpp): the same bits.
-    if (pipeline_rounds(n * sizeof(T), c.dev->info.l2_bytes)) {
+    if (pipe) {
       check_cuda(launch_pdl(reduce_kernel_of<T, Op, D, true>(), args, blocks, Tu::block, c.stream),
                  "launching the reduce kernel (cudaLaunchKernelEx)");
       return;
