@@ -3,7 +3,9 @@
 # alternating (A B A B), so that machine-to-machine differences cancel:
 #   scripts/ab.sh OUTDIR
 # B is this tree; A is this tree with the files under ab/A/ laid over it (the same paths, e.g.
-# ab/A/src/core/ops.cuh = `git show HEAD:src/core/ops.cuh`). ab/ is ignored by git: send it with
+# ab/A/src/core/ops.cuh = `git show HEAD:src/core/ops.cuh`). A file new in B that A's code cannot
+# compile (a test of B's new code) needs a stand-in under ab/A/ too, e.g. an empty file of that
+# path (a new test in B's tree once broke A's build). ab/ is ignored by git: send it with
 # the device tool's carry (["ab"]). Both are built in parallel (about 3 minutes on 16 cores),
 # then `tally bench numerics --quick` runs on each (AB_TABLES, default "accuracy stats";
 # AB_SIZES, default 2^10..2^22), or with AB_BENCH=core `tally bench core --quick --no-cold`;
