@@ -171,22 +171,18 @@ void launch_reduce(const void* d_in, std::uint64_t n, void* d_out, const launch_
   using Tu = tuning_of<T, Op, D>;
   static_assert(sizeof(typename Op::acc_type) <= kMaxAccBytes);
   // The pipelined twin from kPipelineL2Multiple x the L2 up (tuning.hpp): the same bits.
+  auto kernel = reduce_kernel_of<T, Op, D>();
   bool pipe = false;
-  if constexpr (pipelines_in<T, Op, D>) pipe = pipeline_rounds(n * sizeof(T), c.dev->info.l2_bytes);
+  if constexpr (pipelines_in<T, Op, D>) {
+    pipe = pipeline_rounds(n * sizeof(T), c.dev->info.l2_bytes);
+    if (pipe) kernel = reduce_kernel_of<T, Op, D, true>();
+  }
   const unsigned int blocks = plan_grid(Tu::s, sizeof(T), n, binary_v<Op>, heavy_v<Op>, D, per_sm, c, false, pipe);
   if (c.dry_run) return;
   reduce_args<T, Op> args{static_cast<const T*>(d_in), n, static_cast<typename Op::out_type*>(d_out),
                           static_cast<typename Op::acc_type*>(c.ws->d_partials), c.ws->d_counter,
                           static_cast<const T*>(c.d_in2)};
-  if constexpr (pipelines_in<T, Op, D>) {
-    if (pipe) {
-      check_cuda(launch_pdl(reduce_kernel_of<T, Op, D, true>(), args, blocks, Tu::block, c.stream),
-                 "launching the reduce kernel (cudaLaunchKernelEx)");
-      return;
-    }
-  }
-  check_cuda(launch_pdl(reduce_kernel_of<T, Op, D>(), args, blocks, Tu::block, c.stream),
-             "launching the reduce kernel (cudaLaunchKernelEx)");
+  check_cuda(launch_pdl(kernel, args, blocks, Tu::block, c.stream), "launching the reduce kernel (cudaLaunchKernelEx)");
 }
 
 // Fills a dry run's description of a single-shape schedule (the dynamic ones).
