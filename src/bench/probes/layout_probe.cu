@@ -5,6 +5,8 @@
 //   dyn      a resident grid taking chunks from a counter, a partial per chunk (tally's dynamic
 //            schedule, src/core/device.cuh); `pipelined`: the next chunk's loads are issued before
 //            this chunk's block reduce
+//   even     CUB's layout: a grid of `waves` x the resident grid, each block one contiguous range
+//            of whole tiles (B x U vectors, thread t reading vectors t, t + B, ...) walked in order
 // and CUB DeviceReduce::Sum, all in one process, graph replay of a batch, every variant in turn in
 // each repetition. Usage: tally_layout_probe [log2 n ...] (default 26 28 30).
 // docs/tuning.md, "The dynamic schedule of the one-pass ops", has the figures.
@@ -66,28 +68,51 @@ __device__ void finish(unsigned nslots, float* partials, unsigned* counter, floa
 
 __device__ __forceinline__ float hsum(float4 v) { return (v.x + v.y) + (v.z + v.w); }
 
-template <int B, int U, int MB>
-__global__ void __launch_bounds__(B, MB)
-    strided_kernel(const float4* __restrict__ in, size_t nvec, unsigned, float* partials, unsigned* counter, float* out) {
-  float acc[U];
+// U vectors at p, p + step, ... (all loads issued first) into U accumulators.
+template <int U>
+__device__ __forceinline__ void add_round(float (&acc)[U], const float4* __restrict__ p, size_t step) {
+  float4 v[U];
 #pragma unroll
-  for (int u = 0; u < U; ++u) acc[u] = 0.f;
-  const size_t stride = size_t(gridDim.x) * B;
-  size_t i = size_t(blockIdx.x) * B + threadIdx.x;
-  for (; i + (U - 1) * stride < nvec; i += U * stride) {
-    float4 v[U];
+  for (int u = 0; u < U; ++u) v[u] = __ldg(p + u * step);
 #pragma unroll
-    for (int u = 0; u < U; ++u) v[u] = __ldg(in + i + u * stride);
-#pragma unroll
-    for (int u = 0; u < U; ++u) acc[u] += hsum(v[u]);
-  }
-  for (; i < nvec; i += stride) acc[0] += hsum(__ldg(in + i));
+  for (int u = 0; u < U; ++u) acc[u] += hsum(v[u]);
+}
+
+// The block's accumulators summed, its partial written, and the last block's combine.
+template <int B, int U>
+__device__ __forceinline__ void end_block(const float (&acc)[U], float* partials, unsigned* counter, float* out) {
   float s = 0.f;
 #pragma unroll
   for (int u = 0; u < U; ++u) s += acc[u];
   s = block_sum<B>(s);
   if (threadIdx.x == 0) partials[blockIdx.x] = s;
   finish<B>(gridDim.x, partials, counter, out);
+}
+
+template <int B, int U, int MB>
+__global__ void __launch_bounds__(B, MB)
+    strided_kernel(const float4* __restrict__ in, size_t nvec, unsigned, float* partials, unsigned* counter, float* out) {
+  float acc[U] = {};
+  const size_t stride = size_t(gridDim.x) * B;
+  size_t i = size_t(blockIdx.x) * B + threadIdx.x;
+  for (; i + (U - 1) * stride < nvec; i += U * stride) add_round<U>(acc, in + i, stride);
+  for (; i < nvec; i += stride) acc[0] += hsum(__ldg(in + i));
+  end_block<B, U>(acc, partials, counter, out);
+}
+
+// CUB's layout: block b walks tiles [b T / grid, (b + 1) T / grid) of the T tiles of B x U vectors.
+template <int B, int U, int MB>
+__global__ void __launch_bounds__(B, MB)
+    even_kernel(const float4* __restrict__ in, size_t nvec, unsigned, float* partials, unsigned* counter, float* out) {
+  constexpr size_t tile = size_t(B) * U;
+  const size_t tiles = (nvec + tile - 1) / tile;
+  const size_t t0 = blockIdx.x * tiles / gridDim.x, t1 = (blockIdx.x + 1) * tiles / gridDim.x;
+  float acc[U] = {};
+  size_t t = t0;
+  for (; t < t1 && (t + 1) * tile <= nvec; ++t) add_round<U>(acc, in + t * tile + threadIdx.x, B);
+  for (; t < t1; ++t)
+    for (size_t i = t * tile + threadIdx.x; i < nvec && i < (t + 1) * tile; i += B) acc[0] += hsum(__ldg(in + i));
+  end_block<B, U>(acc, partials, counter, out);
 }
 
 template <int B, int V>
@@ -213,13 +238,13 @@ int main(int argc, char** argv) {
                   }});
     // grid: blocks per SM (resident grid); chunk_vecs: 0 for the strided kernel, else the grid is
     // one block per chunk (chunk kernel) or resident (dyn kernels, resident = true).
-    auto add = [&](const char* name, kernel_t k, int block, size_t chunk_vecs, bool resident) {
+    auto add = [&](const char* name, kernel_t k, int block, size_t chunk_vecs, bool resident, int waves = 1) {
       int per_sm = 0;
       CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, block, 0));
       cudaFuncAttributes at{};
       CK(cudaFuncGetAttributes(&at, k));
       const unsigned chunks = chunk_vecs ? unsigned((nvec + chunk_vecs - 1) / chunk_vecs) : 0u;
-      const unsigned grid = chunk_vecs && !resident ? chunks : unsigned(sms * std::max(per_sm, 1));
+      const unsigned grid = chunk_vecs && !resident ? chunks : unsigned(sms * std::max(per_sm, 1) * waves);
       char label[128];
       std::snprintf(label, sizeof label, "%s [%d regs, %d/SM]", name, at.numRegs, per_sm);
       vs.push_back({label, [=](cudaStream_t s) { k<<<grid, block, 0, s>>>(d_vec, nvec, chunks, d_part, d_ctr, d_out); }});
@@ -232,6 +257,10 @@ int main(int argc, char** argv) {
     add("dyn 256x8 (32K)", dyn_kernel<256, 8, 4, false>, 256, 256 * 8, true);
     add("dyn 256x16 (64K)", dyn_kernel<256, 16, 2, false>, 256, 256 * 16, true);
     add("dyn 512x16 pipelined", dyn_kernel<512, 16, 1, true>, 512, 512 * 16, true);
+    add("even 512x8, 1 wave", even_kernel<512, 8, 2>, 512, 0, true, 1);
+    add("even 512x8, 5 waves", even_kernel<512, 8, 2>, 512, 0, true, 5);
+    add("even 256x4, 5 waves (CUB's tile)", even_kernel<256, 4, 4>, 256, 0, true, 5);
+    add("even 512x4, 2 waves", even_kernel<512, 4, 2>, 512, 0, true, 2);
 
     std::vector<float> sums;
     for (auto& v : vs) {
