@@ -11,7 +11,8 @@
 # (scripts/python-bench.py: tally.sum vs torch and cupy), pytest (the Python tests alone; the test
 # stage runs them too), calls (tally bench calls: the host cost of one small call and of the
 # driver queries behind the memory checks), lab (tally lab run), sweep (tally lab sweep), tune
-# (tally bench tune --measure: the policy's choice and the shape sweeps), schedules (bench core and
+# (tally bench tune --measure: the policy's choice and the shape sweeps), layout
+# (tally_layout_probe: the 1-D sum's layouts against CUB; TALLY_PROBE_SIZES), schedules (bench core and
 # the argmax/dot tables of bench numerics twice, --schedule strided and --schedule dynamic: whether
 # a GPU's measured entry should turn the dynamic schedule on), dist (the sharded reductions:
 # Dist* tests, tally_dist_mpi_check under mpirun on every GPU, `tally reduce --ranks` of files against
@@ -278,6 +279,13 @@ if has tune; then
   "$bin/tally" bench tune --measure ${TALLY_TUNE_ARGS:-} --json "$out/tune.json" --md "$out/tune.md" >/dev/null \
     2>>"$out/progress.log" || status=1
   tail -3 "$out/progress.log"
+fi
+if has layout; then
+  # The 1-D sum's layouts side by side on one plain kernel body (strided, chunks, the dynamic
+  # schedule, CUB's even share) against CUB: which layout a GPU's measured entry should take.
+  step "layout probe: tally_layout_probe ${TALLY_PROBE_SIZES:-28 30 31}"
+  "$bin/tally_layout_probe" ${TALLY_PROBE_SIZES:-28 30 31} >"$out/layout-probe.txt" 2>&1 || status=1
+  grep -E "^2\^|CUB Device|dyn 512x16 \(|even 512x8, 5" "$out/layout-probe.txt" | tee -a "$out/summary.txt"
 fi
 if has schedules; then
   step "schedules: the one-pass ops on the strided grid and on the dynamic schedule, one after the other"
