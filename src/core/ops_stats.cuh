@@ -147,10 +147,14 @@ struct op_stats {
     return r;
   }
   // A block's accumulators in two cheap trees instead of one of merges: (count, sum, min, max)
-  // first, which gives the block's mean mu; then each thread's sum of squared deviations about
-  // mu, s2 + d (2 s1 + n d) with d = c - mu (exact algebra; with c an element, d is of the order
+  // first, which gives the block's mean mu; then each thread's sums re-centred on mu, s1 + n d
+  // and s2 + d (2 s1 + n d) with d = c - mu (exact algebra; with c an element, d is of the order
   // of the spread, so no cancellation beyond what the thread's own centre had), summed in a
-  // fixed order. Thread 0 gets the block's accumulator centred on mu.
+  // fixed order. Thread 0 gets the block's accumulator centred on mu. Its s1 is carried, not
+  // taken as zero: mu comes from the plain sum, whose rounding (about 2^-53 x |mean| x a
+  // thread's count) leaves s1 = n (mean - mu) small but not zero, and a later merge that dropped
+  // it (2 d s1 of the re-centring) erred by far more than the rest: m2 of 2^20 f64 values in
+  // [1e6, 1e6 + 1] on 132 blocks 3e-13 relative instead of 2e-16 (scripts/stats-centre-study.py).
   // The NaN flag rides only where there is one (f64 under propagation): elsewhere it was a
   // constant zero shuffled at every step (f32: 8 shuffled words a step, now 6; the same values).
   struct head_flagged {
@@ -181,10 +185,13 @@ struct op_stats {
       return h;
     }
   };
-  struct m2_op {
-    using acc_type = double;
-    static __device__ double identity() { return 0.0; }
-    static __device__ double combine(double a, double b) { return add_rn(a, b); }
+  struct centred {
+    double s1, s2;
+  };
+  struct centred_op {
+    using acc_type = centred;
+    static __device__ centred identity() { return {0.0, 0.0}; }
+    static __device__ centred combine(centred a, centred b) { return {add_rn(a.s1, b.s1), add_rn(a.s2, b.s2)}; }
   };
   template <int BLOCK>
   static __device__ __forceinline__ acc_type block_reduce(acc_type a) {
@@ -201,17 +208,18 @@ struct op_stats {
     if (threadIdx.x == 0) mu_shared = h.n > 0 ? h.sum * rcp_refined(h.n) : 0.0;
     __syncthreads();
     const double mu = mu_shared;
-    double m2 = 0.0;
+    centred m{0.0, 0.0};
     if (a.n > 0) {
       const double d = a.c - mu;
-      m2 = fma_rn(d, fma_rn(a.n, d, 2.0 * a.s1), a.s2);
+      m.s1 = fma_rn(a.n, d, a.s1);
+      m.s2 = fma_rn(d, fma_rn(a.n, d, 2.0 * a.s1), a.s2);
     }
-    m2 = block_reduce_generic<m2_op, BLOCK, true>(m2);
+    m = block_reduce_generic<centred_op, BLOCK, true>(m);
     acc_type r = identity();
     r.n = h.n;
     r.c = mu;
-    r.s1 = 0.0;
-    r.s2 = m2;
+    r.s1 = m.s1;
+    r.s2 = m.s2;
     r.sum = h.sum;
     r.mn = h.mn;
     r.mx = h.mx;
@@ -233,8 +241,8 @@ struct op_stats {
     o.min = nan ? qnan : static_cast<double>(a.mn);
     o.max = nan ? qnan : static_cast<double>(a.mx);
     o.mean = a.sum / a.n;
-    // block_reduce leaves s1 = 0, and a division of zero takes the IEEE division's slow path
-    // (a call, on the last block's critical path).
+    // A division of zero takes the IEEE division's slow path (a call, on the last block's
+    // critical path): skipped when s1 = 0.
     const double m2 = a.s1 == 0.0 ? a.s2 : a.s2 - a.s1 * (a.s1 / a.n);
     o.m2 = m2 < 0 ? 0.0 : m2;  // NaN stays NaN
     return o;
