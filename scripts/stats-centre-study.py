@@ -131,6 +131,7 @@ rng = np.random.default_rng(3)
 def data(kind, n, dt):
     if kind == "uniform": x = rng.random(n)
     elif kind == "offset 1e6, sd 1": x = 1e6 + rng.standard_normal(n)
+    elif kind == "uniform in [1e6, 1e6 + 1]": x = rng.uniform(1e6, 1e6 + 1, n)
     elif kind == "x0 = 1e4, rest N(0,1)": x = rng.standard_normal(n); x[0] = 1e4
     elif kind == "x0 = 1, rest 0": x = np.zeros(n); x[0] = 1
     elif kind == "ramp": x = np.arange(n, dtype=np.float64)
@@ -148,7 +149,7 @@ print("| n | input | data | m2 rel. error, today's | warp centre | block centre 
 print("|---|---|---|---|---|---|")
 for n in args.n:
     for dt in (np.float32, np.float64):
-        for kind in ("uniform", "offset 1e6, sd 1", "ramp", "x0 = 1e4, rest N(0,1)", "x0 = 1e8, rest N(0,1)", "x0 = 1, rest 0"):
+        for kind in ("uniform", "offset 1e6, sd 1", "uniform in [1e6, 1e6 + 1]", "ramp", "x0 = 1e4, rest N(0,1)", "x0 = 1e8, rest N(0,1)", "x0 = 1, rest 0"):
             x = data(kind, n, dt)
             ex = exact_m2(x)
             if ex == 0: continue
