@@ -191,7 +191,9 @@ struct op_stats {
   struct centred_op {
     using acc_type = centred;
     static __device__ centred identity() { return {0.0, 0.0}; }
-    static __device__ centred combine(centred a, centred b) { return {add_rn(a.s1, b.s1), add_rn(a.s2, b.s2)}; }
+    static __device__ centred combine(centred a, centred b) {
+      return {add_rn(a.s1, b.s1), add_rn(a.s2, b.s2)};
+    }
   };
   template <int BLOCK>
   static __device__ __forceinline__ acc_type block_reduce(acc_type a) {
@@ -241,9 +243,13 @@ struct op_stats {
     o.min = nan ? qnan : static_cast<double>(a.mn);
     o.max = nan ? qnan : static_cast<double>(a.mx);
     o.mean = a.sum / a.n;
-    // A division of zero takes the IEEE division's slow path (a call, on the last block's
-    // critical path): skipped when s1 = 0.
-    const double m2 = a.s1 == 0.0 ? a.s2 : a.s2 - a.s1 * (a.s1 / a.n);
+    // m2 = s2 - s1^2 / n. After block_reduce s1 = n (mean - c) is tiny (c the mean from the
+    // rounded plain sum): when s1^2 / n < 2^-56 s2 (a quarter of s2's lower half-ulp) the
+    // subtraction would return s2 itself, so the same bits come without the IEEE division, which
+    // would otherwise sit on the last block's critical path in every call (and whose zero case
+    // is its slow path, a call). s1 = 0 passes the test; NaN, an infinite s1^2 and s2 = 0 < s1^2
+    // take the division.
+    const double m2 = a.s1 * a.s1 <= 0x1p-56 * a.s2 * a.n ? a.s2 : a.s2 - a.s1 * (a.s1 / a.n);
     o.m2 = m2 < 0 ? 0.0 : m2;  // NaN stays NaN
     return o;
   }
