@@ -146,86 +146,133 @@ struct op_stats {
     if constexpr (flag) r.nan = a.nan > b.nan ? a.nan : b.nan;
     return r;
   }
-  // A block's accumulators in two cheap trees instead of one of merges: (count, sum, min, max)
-  // first, which gives the block's mean mu; then each thread's sums re-centred on mu, s1 + n d
-  // and s2 + d (2 s1 + n d) with d = c - mu (exact algebra; with c an element, d is of the order
-  // of the spread, so no cancellation beyond what the thread's own centre had), summed in a
-  // fixed order. Thread 0 gets the block's accumulator centred on mu. Its s1 is carried, not
-  // taken as zero: mu comes from the plain sum, whose rounding (about 2^-53 x |mean| x a
-  // thread's count) leaves s1 = n (mean - mu) small but not zero, and a later merge that dropped
-  // it (2 d s1 of the re-centring) erred by far more than the rest: m2 of 2^20 f64 values in
-  // [1e6, 1e6 + 1] on 132 blocks 3e-13 relative instead of 2e-16 (scripts/stats-centre-study.py).
-  // The NaN flag rides only where there is one (f64 under propagation): elsewhere it was a
-  // constant zero shuffled at every step (f32: 8 shuffled words a step, now 6; the same values).
-  struct head_flagged {
-    double n, sum;
-    M mn, mx, nan;
-  };
-  struct head_plain {
-    double n, sum;
-    M mn, mx;
-  };
-  struct head_op {
-    using acc_type = std::conditional_t<flag, head_flagged, head_plain>;
-    static __device__ acc_type identity() {
-      acc_type h;
-      h.n = h.sum = 0.0;
-      h.mn = M(__builtin_huge_val());
-      h.mx = M(-__builtin_huge_val());
-      if constexpr (flag) h.nan = M(0);
-      return h;
-    }
-    static __device__ acc_type combine(acc_type a, acc_type b) {
-      acc_type h;
-      h.n = a.n + b.n;
-      h.sum = a.sum + b.sum;
-      h.mn = extreme(a.mn, b.mn, false);
-      h.mx = extreme(a.mx, b.mx, true);
-      if constexpr (flag) h.nan = a.nan > b.nan ? a.nan : b.nan;
-      return h;
-    }
-  };
-  struct centred {
-    double s1, s2;
-  };
-  struct centred_op {
-    using acc_type = centred;
-    static __device__ centred identity() { return {0.0, 0.0}; }
-    static __device__ centred combine(centred a, centred b) {
-      return {add_rn(a.s1, b.s1), add_rn(a.s2, b.s2)};
-    }
-  };
+  // A block's accumulators without a tree of merges: per warp, then per block, the count and
+  // the plain sum first, which give a mean; then the sums re-centred on it (s1 + n d and
+  // s2 + d (2 s1 + n d) with d = c - mean: exact algebra) and summed with min and max in a fixed
+  // order. A warp re-centres its threads on the warp's mean; warp 0 re-centres the warps on the
+  // block's mean mu, and thread 0 gets the block's accumulator centred on mu. A mean as centre
+  // keeps every re-centred s2 a part of the block's m2 (no cancellation; a thread's or a block's
+  // first element as a shared centre could be an outlier: m2 up to n_b x 2^-53 off,
+  // scripts/stats-centre-study.py). s1 is carried, not taken as zero: the means come from the
+  // rounded plain sum, which leaves s1 = n (mean - c) small but not zero, and a merge that
+  // dropped it erred by far more than the rest (m2 of 2^20 f64 values in [1e6, 1e6 + 1] on 132
+  // blocks 3e-13 relative instead of 2e-16).
+  // The warp steps are what the small sizes pay for (every warp shuffles every word at every
+  // step; one shuffle a clock an SM), so each warp-wide exchange sends half of what both lanes
+  // hold: (n, sum) splits at the first step, lanes with bit 4 of their index keeping the sum,
+  // the others n, and meet again at the end; (s1, s2, min, -max) split at the first and second
+  // steps (a lane keeps one of the four). The max rides negated, so every extreme is a min. f32:
+  // 12 + 11 shuffles a warp instead of 30 + 20; f64 with the NaN flag (folded into min and max,
+  // which then propagate NaN): 12 + 12 instead of 50 + 20. Warps without a counted element
+  // skip their steps (the last block's merge of one partial per block fills few warps).
+  static __device__ __forceinline__ M tree_min(M a, M b) {
+    if constexpr (narrow) return pick_extreme<float, false, Ignore>(a, b);
+    else if constexpr (flag) return pick_extreme<double, false, false>(a, b);
+    else return fmin(a, b);
+  }
+  template <class V>
+  static __device__ __forceinline__ V xor_lanes(V v, int mask) {
+    return shfl_words(v, [mask](std::uint32_t x) { return __shfl_xor_sync(0xffffffffu, x, mask); });
+  }
+  static __device__ __forceinline__ std::uint64_t bits64(double x) {
+    return static_cast<std::uint64_t>(__double_as_longlong(x));
+  }
+  static __device__ __forceinline__ std::uint64_t bits64(float x) { return __float_as_uint(x); }
+  static __device__ __forceinline__ M m_of(std::uint64_t b) {
+    if constexpr (narrow) return __uint_as_float(static_cast<std::uint32_t>(b));
+    else return __longlong_as_double(static_cast<long long>(b));
+  }
   template <int BLOCK>
   static __device__ __forceinline__ acc_type block_reduce(acc_type a) {
-    typename head_op::acc_type h;
-    h.n = a.n;
-    h.sum = a.sum;
-    h.mn = a.mn;
-    h.mx = a.mx;
-    if constexpr (flag) h.nan = a.nan;
-    h = block_reduce_generic<head_op, BLOCK, true>(h);
-    __shared__ double mu_shared;
-    // h.sum / h.n within an ulp or two (the IEEE division is a few times longer, on the critical
-    // path of every block).
-    if (threadIdx.x == 0) mu_shared = h.n > 0 ? h.sum * rcp_refined(h.n) : 0.0;
-    __syncthreads();
-    const double mu = mu_shared;
-    centred m{0.0, 0.0};
-    if (a.n > 0) {
-      const double d = a.c - mu;
-      m.s1 = fma_rn(a.n, d, a.s1);
-      m.s2 = fma_rn(d, fma_rn(a.n, d, 2.0 * a.s1), a.s2);
+    constexpr int kWarps = BLOCK / 32;
+    static_assert(kWarps >= 1 && kWarps <= 32 && (kWarps & (kWarps - 1)) == 0,
+                  "a power of two of warps");
+    __shared__ double sh_n[kWarps], sh_sum[kWarps], sh_c[kWarps], sh_s1[kWarps], sh_s2[kWarps];
+    __shared__ M sh_mn[kWarps], sh_nmx[kWarps];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const bool hi16 = (lane & 16) != 0, hi8 = (lane & 8) != 0;
+    const M inf = M(__builtin_huge_val());
+    M mn = a.mn, nmx = -a.mx;
+    if constexpr (flag) {
+      if (a.nan != 0) mn = nmx = M(__builtin_nan(""));
     }
-    m = block_reduce_generic<centred_op, BLOCK, true>(m);
+    __syncthreads();  // an earlier call's readers are done with the scratch
+    if (__any_sync(0xffffffffu, a.n > 0)) {  // warp-uniform
+      // (n, sum): half each from the first step, then both in every lane.
+      double v = hi16 ? a.sum : a.n;
+      v += xor_lanes(hi16 ? a.n : a.sum, 16);
+#pragma unroll
+      for (int m = 8; m > 0; m >>= 1) v += xor_lanes(v, m);
+      const double o = xor_lanes(v, 16);
+      const double nw = hi16 ? o : v, sw = hi16 ? v : o;
+      const double cw = sw * rcp_refined(nw);  // nw > 0 in some lane, so in all
+      double s1 = 0.0, s2 = 0.0;
+      if (a.n > 0) {
+        const double d = a.c - cw;
+        s1 = fma_rn(a.n, d, a.s1);
+        s2 = fma_rn(d, fma_rn(a.n, d, 2.0 * a.s1), a.s2);
+      }
+      // (s1, min) in lanes 0-15, (s2, -max) in 16-31; then the double in lanes whose bit 3 is 0,
+      // the extreme in the others: lanes 0, 8, 16 and 24 end with s1, min, s2 and -max.
+      double kd = hi16 ? s2 : s1;
+      M km = hi16 ? nmx : mn;
+      kd += xor_lanes(hi16 ? s1 : s2, 16);
+      km = tree_min(km, xor_lanes(hi16 ? mn : nmx, 16));
+#pragma unroll
+      for (int m = 8; m > 0; m >>= 1) {
+        // At the split (m = 8) a lane sends what its partner keeps; after it, what it keeps.
+        const bool send_d = m == 8 ? hi8 : !hi8;
+        const std::uint64_t r = xor_lanes(send_d ? bits64(kd) : bits64(km), m);
+        const double rd = __longlong_as_double(static_cast<long long>(r));
+        if (hi8) km = tree_min(km, m_of(r));
+        else kd += rd;
+      }
+      if (lane == 0) sh_n[warp] = nw, sh_sum[warp] = sw, sh_c[warp] = cw, sh_s1[warp] = kd;
+      if (lane == 8) sh_mn[warp] = km;
+      if (lane == 16) sh_s2[warp] = kd;
+      if (lane == 24) sh_nmx[warp] = km;
+    } else if (lane == 0) {
+      sh_n[warp] = sh_sum[warp] = sh_c[warp] = sh_s1[warp] = sh_s2[warp] = 0.0;
+      sh_mn[warp] = sh_nmx[warp] = inf;
+    }
+    __syncthreads();
     acc_type r = identity();
-    r.n = h.n;
+    if (warp != 0) return r;
+    // Warp 0: the warps' (n, sum) to every lane, the block's mean mu, each warp's sums re-centred
+    // on it, then (s1, s2, min, -max) down to lane 0.
+    const bool in = lane < kWarps;
+    double n = in ? sh_n[lane] : 0.0, sum = in ? sh_sum[lane] : 0.0;
+    const double c = in ? sh_c[lane] : 0.0;
+    double s1 = in ? sh_s1[lane] : 0.0, s2 = in ? sh_s2[lane] : 0.0;
+    mn = in ? sh_mn[lane] : inf;
+    nmx = in ? sh_nmx[lane] : inf;
+    const double nl = n;
+#pragma unroll
+    for (int m = kWarps / 2; m > 0; m >>= 1) {
+      n += xor_lanes(n, m);
+      sum += xor_lanes(sum, m);
+    }
+    const double mu = n > 0 ? sum * rcp_refined(n) : 0.0;
+    if (nl > 0) {
+      const double d = c - mu;
+      s2 = fma_rn(d, fma_rn(nl, d, 2.0 * s1), s2);
+      s1 = fma_rn(nl, d, s1);
+    }
+#pragma unroll
+    for (int m = kWarps / 2; m > 0; m >>= 1) {
+      s1 += shfl_down(s1, m);
+      s2 += shfl_down(s2, m);
+      mn = tree_min(mn, shfl_down(mn, m));
+      nmx = tree_min(nmx, shfl_down(nmx, m));
+    }
+    r.n = n;
     r.c = mu;
-    r.s1 = m.s1;
-    r.s2 = m.s2;
-    r.sum = h.sum;
-    r.mn = h.mn;
-    r.mx = h.mx;
-    if constexpr (flag) r.nan = h.nan;
+    r.s1 = s1;
+    r.s2 = s2;
+    r.sum = sum;
+    r.mn = mn;
+    r.mx = -nmx;
+    if constexpr (flag) r.nan = mn != mn ? 1.0 : 0.0;
     return r;
   }
   static __device__ out_type finalize(acc_type a) {
