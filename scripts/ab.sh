@@ -6,7 +6,9 @@
 # ab/A/src/core/ops.cuh = `git show HEAD:src/core/ops.cuh`). A file new in B that A's code cannot
 # compile (a test of B's new code) needs a stand-in under ab/A/ too, e.g. an empty file of that
 # path (a new test in B's tree once broke A's build). ab/ is ignored by git: send it with
-# the device tool's carry (["ab"]). Both are built in parallel (about 3 minutes on 16 cores),
+# the device tool's carry (["ab"]). Both are built in parallel (about 3 minutes on 16 cores
+# when B's build/ is already there; on a fresh machine the two full builds took 6-7 minutes, past
+# a 300 s timeout, on 2026-11-28: give a fresh machine's A/B the whole 600 s call),
 # then `tally bench numerics --quick` runs on each (AB_TABLES, default "accuracy stats";
 # AB_SIZES, default 2^10..2^22), or with AB_BENCH=core `tally bench core --quick --no-cold`;
 # AB_SCHEDULE passes --schedule (policy, strided, dynamic); AB_BENCH=segmented runs `tally bench

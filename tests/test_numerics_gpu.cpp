@@ -1540,6 +1540,57 @@ TEST(NumericsGpu, StatsFloat64PastTwiceTheL2) {
   EXPECT_FALSE(core::last_launch().pipelined) << "the plain kernel below 2 x L2";
 }
 
+// Whole warps that count nothing: every 16-byte vector whose index is below 32 modulo 512 is NaN,
+// which in the strided layout of 512-thread blocks is warp 0's whole share of every block and
+// round (the block merge skips a warp without a counted element under ignore: its entry must be
+// the empty one); under propagate, every warp counts them. Other layouts see scattered NaNs.
+template <class T>
+void run_stats_nan_warps() {
+  constexpr std::uint64_t vn = 16 / sizeof(T);
+  std::uint64_t seed = test_seed();
+  for (std::uint64_t n : sizes({4096, 1u << 14, (1u << 16) + 5, (1u << 20) + 3})) {
+    auto h = uniform<T>(n, ++seed, 5, 6);
+    for (std::uint64_t i = 0; i < n; ++i)
+      if ((i / vn) % 512 < 32) h[i] = nan_of<T>();
+    check_stats(h, nan_policy::ignore, "NaN warps");
+    check_stats(h, nan_policy::propagate, "NaN warps");
+  }
+}
+TEST(NumericsGpu, StatsWithWholeWarpsOfNaN) {
+  TALLY_REQUIRE_GPU();
+  run_stats_nan_warps<float>();
+  run_stats_nan_warps<double>();
+}
+
+// Constant data: the merges' centres (warp and block means through an approximate reciprocal)
+// are the value or an ulp or a few from it, so m2 is 0 or about n x (a few ulps)^2, never more
+// (a two-pass variance of a constant f64 array, numpy's, is not exactly 0 either).
+template <class T>
+void run_stats_constant(T v) {
+  const dtype t = ref::dtype_of<T>();
+  const long double x = static_cast<long double>(v), u = ulp_of<double>(static_cast<double>(v));
+  for (std::uint64_t n : sizes({1, 33, 4099, 65537, (1u << 20) + 3})) {
+    TRACE("stats of constant " << to_string(t) << " n=" << n);
+    on_device<T> d(std::vector<T>(n, v));
+    const stats s = stats_value(d.get(), n, t);
+    ASSERT_EQ(s.count, n);
+    EXPECT_EQ(s.min, static_cast<double>(x));
+    EXPECT_EQ(s.max, static_cast<double>(x));
+    const long double sum_bound = gamma_h(height(n) + 4, 0x1p-53L) * n * std::fabs(x);
+    EXPECT_TRUE(within(s.sum, n * x, sum_bound + ulp_of<double>(static_cast<double>(n * x))));
+    EXPECT_TRUE(within(s.mean, x, sum_bound / n + 2 * u)) << "mean";
+    EXPECT_GE(s.m2, 0.0);
+    EXPECT_LE(static_cast<long double>(s.m2), 16.0L * n * u * u) << "m2";
+  }
+}
+TEST(NumericsGpu, StatsOfConstantData) {
+  TALLY_REQUIRE_GPU();
+  run_stats_constant<float>(0.1f);
+  run_stats_constant<double>(1e6 + 0.1);
+  run_stats_constant<double>(-3.0e-300);
+  run_stats_constant<std::int32_t>(7);
+}
+
 // The stream-ordered form writes the same 48-byte record.
 TEST(NumericsGpu, ReduceStatsWritesTheRecord) {
   TALLY_REQUIRE_GPU();
