@@ -64,7 +64,7 @@ __device__ __forceinline__ typename Op::acc_type warp_reduce(typename Op::acc_ty
 
 // Ops may say `custom_block = true` and give their own block_reduce<BLOCK> (the exact sum: its
 // combine has a side effect, so only the lanes whose results count may combine; the statistics:
-// two cheap trees instead of one of heavy merges).
+// warp means and split warp steps instead of a tree of heavy merges).
 template <class Op, class = void>
 inline constexpr bool custom_block_v = false;
 template <class Op>

@@ -1,6 +1,6 @@
 // The fused statistics operator (count, sum, min, max, mean and the sum of squared deviations in
-// one pass): its accumulator, its merge and the two-tree block merge the kernel calls instead of
-// a tree of merges (custom_block). The kernel sees it through the interface of ops.cuh.
+// one pass): its accumulator, its merge and the block merge in warp means the kernel calls
+// instead of a tree of merges (custom_block). The kernel sees it through the interface of ops.cuh.
 #pragma once
 
 #include <cstdint>
@@ -47,7 +47,7 @@ __device__ __forceinline__ double rcp_approx(double x) {
   return r;
 }
 // 1/x within an ulp or so: rcp_approx and two Newton steps (each doubles the correct bits), for
-// a block's mean, which centres its second tree (x > 0).
+// the warps' and the block's means, which centre the re-centred sums (x > 0).
 __device__ __forceinline__ double rcp_refined(double x) {
   double r = rcp_approx(x);
   r = fma_rn(r, fma_rn(-x, r, 1.0), r);
@@ -205,7 +205,9 @@ struct op_stats {
       for (int m = 8; m > 0; m >>= 1) v += xor_lanes(v, m);
       const double o = xor_lanes(v, 16);
       const double nw = hi16 ? o : v, sw = hi16 ? v : o;
-      const double cw = sw * rcp_refined(nw);  // nw > 0 in some lane, so in all
+      // nw > 0 in some lane, so in all. mul_rn: a product contracted into the subtraction below
+      // would centre the lanes on the unrounded mean while the entry records the rounded one.
+      const double cw = mul_rn(sw, rcp_refined(nw));
       double s1 = 0.0, s2 = 0.0;
       if (a.n > 0) {
         const double d = a.c - cw;
@@ -252,7 +254,7 @@ struct op_stats {
       n += xor_lanes(n, m);
       sum += xor_lanes(sum, m);
     }
-    const double mu = n > 0 ? sum * rcp_refined(n) : 0.0;
+    const double mu = n > 0 ? mul_rn(sum, rcp_refined(n)) : 0.0;  // rounded, as r.c records it
     if (nl > 0) {
       const double d = c - mu;
       s2 = fma_rn(d, fma_rn(nl, d, 2.0 * s1), s2);
