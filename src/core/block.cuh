@@ -36,6 +36,11 @@ template <class A>
 __device__ __forceinline__ A shfl_idx(A v, int src) {
   return shfl_words(v, [src](std::uint32_t x) { return __shfl_sync(0xffffffffu, x, src); });
 }
+// From lane (lane ^ mask): the butterfly exchange, every lane ending with a value.
+template <class A>
+__device__ __forceinline__ A shfl_xor(A v, int mask) {
+  return shfl_words(v, [mask](std::uint32_t x) { return __shfl_xor_sync(0xffffffffu, x, mask); });
+}
 
 // Ops whose combine is a max of unsigned words may say `warp_redux = true` and give their own
 // warp_reduce (redux.sync), which must equal the shuffle tree's result.

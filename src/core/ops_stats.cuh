@@ -170,10 +170,6 @@ struct op_stats {
     else if constexpr (flag) return pick_extreme<double, false, false>(a, b);
     else return fmin(a, b);
   }
-  template <class V>
-  static __device__ __forceinline__ V xor_lanes(V v, int mask) {
-    return shfl_words(v, [mask](std::uint32_t x) { return __shfl_xor_sync(0xffffffffu, x, mask); });
-  }
   static __device__ __forceinline__ std::uint64_t bits64(double x) {
     return static_cast<std::uint64_t>(__double_as_longlong(x));
   }
@@ -200,10 +196,10 @@ struct op_stats {
     if (__any_sync(0xffffffffu, a.n > 0)) {  // warp-uniform
       // (n, sum): half each from the first step, then both in every lane.
       double v = hi16 ? a.sum : a.n;
-      v += xor_lanes(hi16 ? a.n : a.sum, 16);
+      v += shfl_xor(hi16 ? a.n : a.sum, 16);
 #pragma unroll
-      for (int m = 8; m > 0; m >>= 1) v += xor_lanes(v, m);
-      const double o = xor_lanes(v, 16);
+      for (int m = 8; m > 0; m >>= 1) v += shfl_xor(v, m);
+      const double o = shfl_xor(v, 16);
       const double nw = hi16 ? o : v, sw = hi16 ? v : o;
       // nw > 0 in some lane, so in all. mul_rn: a product contracted into the subtraction below
       // would centre the lanes on the unrounded mean while the entry records the rounded one.
@@ -218,13 +214,13 @@ struct op_stats {
       // the extreme in the others: lanes 0, 8, 16 and 24 end with s1, min, s2 and -max.
       double kd = hi16 ? s2 : s1;
       M km = hi16 ? nmx : mn;
-      kd += xor_lanes(hi16 ? s1 : s2, 16);
-      km = tree_min(km, xor_lanes(hi16 ? mn : nmx, 16));
+      kd += shfl_xor(hi16 ? s1 : s2, 16);
+      km = tree_min(km, shfl_xor(hi16 ? mn : nmx, 16));
 #pragma unroll
       for (int m = 8; m > 0; m >>= 1) {
         // At the split (m = 8) a lane sends what its partner keeps; after it, what it keeps.
         const bool send_d = m == 8 ? hi8 : !hi8;
-        const std::uint64_t r = xor_lanes(send_d ? bits64(kd) : bits64(km), m);
+        const std::uint64_t r = shfl_xor(send_d ? bits64(kd) : bits64(km), m);
         const double rd = __longlong_as_double(static_cast<long long>(r));
         if (hi8) km = tree_min(km, m_of(r));
         else kd += rd;
@@ -251,8 +247,8 @@ struct op_stats {
     const double nl = n;
 #pragma unroll
     for (int m = kWarps / 2; m > 0; m >>= 1) {
-      n += xor_lanes(n, m);
-      sum += xor_lanes(sum, m);
+      n += shfl_xor(n, m);
+      sum += shfl_xor(sum, m);
     }
     const double mu = n > 0 ? mul_rn(sum, rcp_refined(n)) : 0.0;  // rounded, as r.c records it
     if (nl > 0) {

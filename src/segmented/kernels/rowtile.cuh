@@ -34,7 +34,7 @@ __device__ __forceinline__ void rowtile_scatter(const seg_args<T, Op>& a, typena
     for (int i = 0; i < h; ++i) {
       const auto send = upper ? pa[i] : pa[i + h];
       const auto keep = upper ? pa[i + h] : pa[i];
-      pa[i] = Op::combine(keep, core::shfl_words(send, [d](std::uint32_t x) { return __shfl_xor_sync(0xffffffffu, x, d); }));
+      pa[i] = Op::combine(keep, core::shfl_xor(send, d));
     }
   }
 #pragma unroll
