@@ -168,6 +168,39 @@ TEST(ChunkedCpu, StatsMergeMatchesATwoPassReference) {
   EXPECT_EQ(r.min, *std::min_element(x.begin(), x.end()));
 }
 
+// A chunk with an infinite element, or chunks whose sums overflow together: m2 is NaN, the
+// device's rule (docs/numerics.md), whatever Chan's update makes of the infinite means.
+TEST(ChunkedCpu, StatsOfANonFiniteSumHaveNoM2) {
+  const spec s{what::stats, dtype::f64, op::sum, {}};
+  auto rec = [](std::uint64_t n, double sum, double mn, double mx, double m2) {
+    stats p;
+    p.count = n, p.sum = sum, p.min = mn, p.max = mx, p.mean = sum / n, p.m2 = m2;
+    std::vector<unsigned char> b(sizeof p);
+    std::memcpy(b.data(), &p, sizeof p);
+    return b;
+  };
+  combiner inf(s);
+  inf.fold(rec(10, 5.0, -1, 1, 3.0).data(), 0, 10);
+  inf.fold(rec(10, HUGE_VAL, 0, HUGE_VAL, NAN).data(), 10, 10);
+  inf.fold(rec(10, -2.0, -1, 1, 2.0).data(), 20, 10);
+  const stats a = inf.stats_result();
+  EXPECT_EQ(a.count, 30u);
+  EXPECT_EQ(a.sum, HUGE_VAL);
+  EXPECT_EQ(a.max, HUGE_VAL);
+  EXPECT_EQ(a.min, -1.0);
+  EXPECT_TRUE(std::isnan(a.m2));
+  combiner over(s);  // two finite chunks, each 1e308 x 1, whose sum overflows
+  over.fold(rec(1, 1e308, 1e308, 1e308, 0).data(), 0, 1);
+  over.fold(rec(1, 1e308, 1e308, 1e308, 0).data(), 1, 1);
+  const stats o = over.stats_result();
+  EXPECT_EQ(o.sum, HUGE_VAL);
+  EXPECT_TRUE(std::isnan(o.m2));
+  combiner fine(s);  // finite: Chan's update as before
+  fine.fold(rec(2, 2.0, 0, 2, 2.0).data(), 0, 2);
+  fine.fold(rec(2, 6.0, 2, 4, 2.0).data(), 2, 2);
+  EXPECT_DOUBLE_EQ(fine.stats_result().m2, 8.0);  // {0, 2} and {2, 4}: mean 2, m2 4 + 0 + 0 + 4
+}
+
 TEST(ChunkedCpu, ExactCarryRoundsOnceLikeTheReference) {
   // A carry as the device leaves it: normalised words of everything added, and the flags.
   const std::vector<double> x = {1e300, 3.0, -1e300, 1e-300, 0.1, -0.1, 2.0 / 3.0};

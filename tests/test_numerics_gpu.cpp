@@ -1591,6 +1591,101 @@ TEST(NumericsGpu, StatsOfConstantData) {
   run_stats_constant<std::int32_t>(7);
 }
 
+// Infinities and signed zeros (docs/numerics.md, "NaN, signed zeros and ties"): an infinite
+// element makes the sum and the mean that infinity (NaN when both signs occur), min and max stay
+// exact, and m2 is NaN (the re-centred sums are inf or NaN by the order of the merges, so the
+// rule is applied at the end); so is m2 of f64 data whose sum overflows. Zeros: min of {+0, -0}
+// is -0, max +0, and a zero sum is +0.0 as for the other sums. Sizes from one element to several
+// blocks, the infinity at the start, the middle and the end; NaN ignored beside it.
+template <class T>
+void run_stats_special() {
+  const dtype t = ref::dtype_of<T>();
+  for (std::uint64_t n : sizes({1, 2, 33, 4099, 65537, (1u << 20) + 3})) {
+    auto base = uniform<T>(n, test_seed() + n, -1, 1);
+    for (std::uint64_t at : {std::uint64_t(0), n / 2, n - 1}) {
+      for (int both = 0; both < 2; ++both) {
+        if (both && n < 2) continue;
+        auto h = base;
+        h[at] = inf_of<T>(false);
+        const std::uint64_t other = at == 0 ? n - 1 : 0;
+        if (both) h[other] = inf_of<T>(true);
+        long double lo = INFINITY, hi = -INFINITY;
+        for (const T& v : h) lo = std::min(lo, ref::value_of(v)), hi = std::max(hi, ref::value_of(v));
+        for (nan_policy p : {nan_policy::propagate, nan_policy::ignore}) {
+          TRACE("stats " << to_string(t) << " n=" << n << " +inf at " << at << (both ? " and -inf" : "")
+                         << " nan=" << to_string(p));
+          on_device<T> d(h);
+          const stats s = stats_value(d.get(), n, t, nullptr, options{p, accuracy::fast});
+          ASSERT_EQ(s.count, n);
+          if (both) {
+            EXPECT_TRUE(std::isnan(s.sum) && std::isnan(s.mean)) << s.sum << " " << s.mean;
+          } else {
+            EXPECT_EQ(s.sum, INFINITY);
+            EXPECT_EQ(s.mean, INFINITY);
+          }
+          EXPECT_EQ(s.min, static_cast<double>(lo));
+          EXPECT_EQ(s.max, static_cast<double>(hi));
+          EXPECT_TRUE(std::isnan(s.m2)) << "m2 " << s.m2;
+          EXPECT_TRUE(std::isnan(s.variance(1)));
+        }
+      }
+    }
+    if (n < 2) continue;
+    // A NaN beside the infinity: ignored, the infinity's rule; propagated, all NaN.
+    auto h = base;
+    h[0] = nan_of<T>();
+    h[n - 1] = inf_of<T>(true);
+    on_device<T> d(h);
+    const stats si = stats_value(d.get(), n, t, nullptr, options{nan_policy::ignore, accuracy::fast});
+    EXPECT_EQ(si.count, n - 1);
+    EXPECT_EQ(si.sum, -INFINITY);
+    EXPECT_EQ(si.min, -INFINITY);
+    EXPECT_TRUE(std::isnan(si.m2));
+    const stats sp = stats_value(d.get(), n, t, nullptr, options{nan_policy::propagate, accuracy::fast});
+    EXPECT_TRUE(std::isnan(sp.sum) && std::isnan(sp.min) && std::isnan(sp.max) && std::isnan(sp.m2));
+    // Zeros: all -0.0, then -0.0 and +0.0 mixed.
+    std::vector<T> z(n, ref::make<T>(-0.0));
+    on_device<T> dz(z);
+    const stats s0 = stats_value(dz.get(), n, t);
+    EXPECT_EQ(s0.count, n);
+    EXPECT_TRUE(s0.min == 0 && std::signbit(s0.min) && s0.max == 0 && std::signbit(s0.max))
+        << "min " << s0.min << " max " << s0.max;
+    EXPECT_TRUE(s0.sum == 0 && !std::signbit(s0.sum)) << "a zero sum is +0.0";
+    EXPECT_TRUE(s0.mean == 0 && !std::signbit(s0.mean));
+    EXPECT_EQ(s0.m2, 0.0);
+    for (std::uint64_t i = 0; i < n; i += 3) z[i] = ref::make<T>(0.0);
+    on_device<T> dm(z);
+    const stats sm = stats_value(dm.get(), n, t);
+    EXPECT_TRUE(sm.min == 0 && std::signbit(sm.min)) << "min of {+0, -0} is -0";
+    EXPECT_TRUE(sm.max == 0 && !std::signbit(sm.max)) << "max of {+0, -0} is +0";
+    EXPECT_EQ(sm.m2, 0.0);
+  }
+}
+TEST(NumericsGpu, StatsOfInfinitiesAndSignedZeros) {
+  TALLY_REQUIRE_GPU();
+  run_stats_special<f16>();
+  run_stats_special<bf16>();
+  run_stats_special<float>();
+  run_stats_special<double>();
+}
+
+// f64 data whose sum overflows: the sum and the mean are +inf, min and max exact, m2 NaN by rule
+// (every element 1e308: the true m2 is 0, but no centre in f64 is left to find it with).
+TEST(NumericsGpu, StatsOfAnOverflowingSum) {
+  TALLY_REQUIRE_GPU();
+  for (std::uint64_t n : sizes({2, 33, 4099, (1u << 20) + 3})) {
+    TRACE("n=" << n);
+    on_device<double> d(std::vector<double>(n, 1e308));
+    const stats s = stats_value(d.get(), n, dtype::f64);
+    EXPECT_EQ(s.count, n);
+    EXPECT_EQ(s.sum, INFINITY);
+    EXPECT_EQ(s.mean, INFINITY);
+    EXPECT_EQ(s.min, 1e308);
+    EXPECT_EQ(s.max, 1e308);
+    EXPECT_TRUE(std::isnan(s.m2)) << s.m2;
+  }
+}
+
 // The stream-ordered form writes the same 48-byte record.
 TEST(NumericsGpu, ReduceStatsWritesTheRecord) {
   TALLY_REQUIRE_GPU();

@@ -434,6 +434,36 @@ TEST(SegmentedGpu, StatsPerRowAndColumn) {
   }
 }
 
+// The 1-D statistics' rules per row and per column: a row or column holding an infinity has
+// that sum (NaN for both signs) and m2 NaN; its neighbours are untouched (docs/numerics.md).
+TEST(SegmentedGpu, StatsRowsAndColumnsWithInfinities) {
+  TALLY_REQUIRE_GPU();
+  const std::uint64_t rows = 64, cols = 1000;
+  auto x = random_vector<double>(rows * cols, test_seed(), -1, 1);
+  x[3 * cols + 17] = HUGE_VAL;                                    // row 3, column 17
+  x[9 * cols + 500] = HUGE_VAL, x[9 * cols + 999] = -HUGE_VAL;   // row 9: both signs
+  device_buffer d(x.size() * 8), out(std::max(rows, cols) * 48);
+  d.upload(x.data(), x.size() * 8);
+  stats_rows(d.get(), rows, cols, cols, dtype::f64, out.get());
+  const auto r = stats_to_host(out.get(), rows);
+  EXPECT_EQ(r[3].sum, HUGE_VAL);
+  EXPECT_EQ(r[3].max, HUGE_VAL);
+  EXPECT_TRUE(std::isnan(r[3].m2));
+  EXPECT_TRUE(std::isnan(r[9].sum) && std::isnan(r[9].mean) && std::isnan(r[9].m2));
+  EXPECT_EQ(r[9].min, -HUGE_VAL);
+  for (std::uint64_t i : {std::uint64_t(0), std::uint64_t(4), rows - 1})
+    EXPECT_TRUE(std::isfinite(r[i].m2) && r[i].m2 > 0) << "row " << i;
+  stats_columns(d.get(), rows, cols, cols, dtype::f64, out.get());
+  const auto c = stats_to_host(out.get(), cols);
+  EXPECT_EQ(c[17].sum, HUGE_VAL);
+  EXPECT_TRUE(std::isnan(c[17].m2));
+  EXPECT_EQ(c[999].sum, -HUGE_VAL);
+  EXPECT_TRUE(std::isnan(c[999].m2));
+  EXPECT_EQ(c[500].max, HUGE_VAL);
+  for (std::uint64_t i : {std::uint64_t(0), std::uint64_t(18), cols - 2})
+    EXPECT_TRUE(std::isfinite(c[i].m2) && c[i].m2 > 0) << "column " << i;
+}
+
 // Bad input: a clear error before anything runs, or (offsets) nothing written.
 TEST(SegmentedGpu, BadOffsetsWriteNothing) {
   TALLY_REQUIRE_GPU();

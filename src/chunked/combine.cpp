@@ -307,6 +307,7 @@ stats combiner::stats_result() const {
   if (spec_.w != what::stats) throw error("tally::reducer: stats_result() is for a stats reducer");
   stats s = st_;
   if (s.count == 0) s.min = s.max = s.mean = kNaN, s.m2 = 0;
+  else if (!std::isfinite(s.sum)) s.m2 = kNaN;  // an infinite element or an overflow: the device's rule
   else if (s.m2 < 0) s.m2 = 0;
   return s;
 }
