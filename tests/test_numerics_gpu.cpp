@@ -1631,6 +1631,7 @@ void run_stats_special() {
       }
     }
     if (n < 2) continue;
+    TRACE("stats " << to_string(t) << " n=" << n << ": a NaN beside -inf; zeros");
     // A NaN beside the infinity: ignored, the infinity's rule; propagated, all NaN.
     auto h = base;
     h[0] = nan_of<T>();
@@ -1670,7 +1671,8 @@ TEST(NumericsGpu, StatsOfInfinitiesAndSignedZeros) {
 }
 
 // f64 data whose sum overflows: the sum and the mean are +inf, min and max exact, m2 NaN by rule
-// (every element 1e308: the true m2 is 0, but no centre in f64 is left to find it with).
+// (every element 1e308: the true m2 is 0, but the mean that centres the merges overflows;
+// numpy's var gives inf here).
 TEST(NumericsGpu, StatsOfAnOverflowingSum) {
   TALLY_REQUIRE_GPU();
   for (std::uint64_t n : sizes({2, 33, 4099, (1u << 20) + 3})) {

@@ -462,6 +462,24 @@ TEST(SegmentedGpu, StatsRowsAndColumnsWithInfinities) {
   EXPECT_EQ(c[500].max, HUGE_VAL);
   for (std::uint64_t i : {std::uint64_t(0), std::uint64_t(18), cols - 2})
     EXPECT_TRUE(std::isfinite(c[i].m2) && c[i].m2 > 0) << "column " << i;
+  // Rows of two: a lane a row in the row tiles, whose accumulator is never merged; before the
+  // rule a row {0.5, inf} kept s1 = s2 = inf there and m2 read inf.
+  const std::uint64_t pairs = 4096;
+  std::vector<double> y(pairs * 2, 0.25);
+  y[1] = 0.5, y[2 * 7 + 1] = HUGE_VAL, y[2 * 8] = -HUGE_VAL, y[2 * 9] = HUGE_VAL, y[2 * 9 + 1] = -HUGE_VAL;
+  device_buffer dy(y.size() * 8), outy(pairs * 48);
+  dy.upload(y.data(), y.size() * 8);
+  stats_rows(dy.get(), pairs, 2, 2, dtype::f64, outy.get());
+  const auto p = stats_to_host(outy.get(), pairs);
+  EXPECT_DOUBLE_EQ(p[0].m2, 0.03125);  // {0.25, 0.5}: mean 0.375, m2 2 x 0.125^2
+  EXPECT_EQ(p[1].m2, 0.0);
+  EXPECT_EQ(p[7].sum, HUGE_VAL);
+  EXPECT_TRUE(std::isnan(p[7].m2)) << "row {0.25, inf}: m2 " << p[7].m2;
+  EXPECT_EQ(p[8].sum, -HUGE_VAL);
+  EXPECT_TRUE(std::isnan(p[8].m2)) << "row {-inf, 0.25}: m2 " << p[8].m2;
+  EXPECT_TRUE(std::isnan(p[9].sum) && std::isnan(p[9].m2));
+  EXPECT_EQ(p[9].min, -HUGE_VAL);
+  EXPECT_EQ(p[9].max, HUGE_VAL);
 }
 
 // Bad input: a clear error before anything runs, or (offsets) nothing written.

@@ -297,9 +297,11 @@ struct op_stats {
     const double m2 = a.s1 * a.s1 <= 0x1p-56 * a.s2 * a.n ? a.s2 : a.s2 - a.s1 * (a.s1 / a.n);
     o.m2 = m2 < 0 ? 0.0 : m2;  // NaN stays NaN
     // A sum that is not finite (an infinite element, or f64 data whose sum overflows) leaves the
-    // centres infinite, and the re-centred sums inf or NaN by the order of the merges: m2 is NaN
-    // then, by rule (numpy's var gives NaN for such data too). f32, f16 and bf16 sums, in f64,
-    // cannot overflow.
+    // means infinite, and the re-centred sums inf or NaN by the order of the merges (an
+    // accumulator never merged, as a row tile's lane, kept s1 = s2 = inf and the shortcut above
+    // returned inf): m2 is NaN then, by rule. numpy's var gives NaN with an infinite element too;
+    // for an overflowing sum it gives inf, which is no better an answer. f32, f16 and bf16 sums,
+    // in f64, cannot overflow.
     if (!isfinite(a.sum)) o.m2 = qnan;
     return o;
   }
