@@ -99,6 +99,33 @@ TEST(NpyCpu, BadFilesNameTheProblem) {
   std::vector<unsigned char> cut = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, 200, 0, '{'};
   EXPECT_NE(error_of([&] { io::parse_npy_header(cut.data(), cut.size()); }).find("truncated header"),
             std::string::npos);
+  // A zero dimension does not hide the others' overflow (numpy: "array is too big"); a zero
+  // with a modest shape is an empty array.
+  h = npy_with_header("{'descr': '<f4', 'shape': (4294967296, 0, 4294967296), }", 0);
+  EXPECT_NE(error_of([&] { io::parse_npy_header(h.data(), h.size()); }).find("shape overflows"),
+            std::string::npos);
+  h = npy_with_header("{'descr': '<f4', 'shape': (7, 0, 9), }", 0);
+  EXPECT_EQ(io::parse_npy_header(h.data(), h.size()).count, 0u);
+}
+
+// Opened from a path: the preamble is checked before the header is read (another kind of file
+// with bytes 8-11 read as a length of 4 GiB once had that much read first), a header longer than
+// 1 MiB is refused by its length, and a count whose bytes pass 2^64 is said as such.
+TEST(NpyCpu, OpenChecksThePreambleFirst) {
+  const std::string p = temp_path("preamble.npy");
+  write_bytes(p, {'P', 'K', 3, 4, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 'x', 'y'});
+  EXPECT_NE(error_of([&] { io::open_npy(p); }).find("bad magic"), std::string::npos);
+  write_bytes(p, {0x93, 'N', 'U', 'M', 'P', 'Y', 7, 0, 0xff, 0xff, 0xff, 0xff, '{'});
+  EXPECT_NE(error_of([&] { io::open_npy(p); }).find("unsupported .npy version 7"), std::string::npos);
+  write_bytes(p, {0x93, 'N', 'U', 'M', 'P', 'Y', 2, 0, 0xff, 0xff, 0xff, 0x0f, '{'});
+  const std::string big = error_of([&] { io::open_npy(p); });
+  EXPECT_NE(big.find("header says it is"), std::string::npos) << big;
+  EXPECT_NE(big.find("up to 1 MiB"), std::string::npos) << big;
+  auto h = npy_with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (2305843009213693953,), }", 8);
+  write_bytes(p, h);
+  const std::string wrap = error_of([&] { io::open_npy(p); });
+  EXPECT_NE(wrap.find("more than 2^64 bytes"), std::string::npos) << wrap;
+  std::remove(p.c_str());
 }
 
 TEST(NpyCpu, TruncatedAndOverlongData) {

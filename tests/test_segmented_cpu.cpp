@@ -622,6 +622,21 @@ TEST(SegmentedArgsCpu, ClearErrors) {
                 .find("not aligned to 8 bytes"),
             std::string::npos);
   EXPECT_NE(error_of([&] { stats_rows(d, 4, 10, 10, dtype::b8, d); }).find("b8"), std::string::npos);
+  // A stride near 2^64 (a negative one made unsigned) and spans that wrap: refused by name, not
+  // wrapped to a few elements that the memory check would pass (or to none, past a null check).
+  const std::uint64_t huge = ~std::uint64_t(0);
+  EXPECT_NE(error_of([&] { reduce_rows(d, 2, 5, huge, dtype::f32, op::sum, d); }).find("rows x ld + cols overflows"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { reduce_rows(nullptr, 3, 2, (huge >> 1), dtype::f32, op::sum, d); })
+                .find("rows x ld + cols overflows"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { reduce_columns(d, 2, 5, huge, dtype::f32, op::sum, d); }).find("overflows"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { stats_rows(d, 2, 5, huge, dtype::f64, d); }).find("overflows"), std::string::npos);
+  // A zero dimension hides the others' product from the size's check, not from the results'.
+  const std::uint64_t wide[3] = {1ull << 32, 0, 1ull << 32};
+  EXPECT_NE(error_of([&] { reduce_axis(d, wide, 3, 1, 1, dtype::f32, op::sum, d); }).find("number of results overflows"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -116,7 +117,17 @@ struct sigbus_guard {
 }  // namespace
 
 bool is_npy_path(const std::string& path) {
-  return path.size() >= 4 && path.compare(path.size() - 4, 4, ".npy") == 0;
+  if (path.size() >= 4) {
+    std::string ext = path.substr(path.size() - 4);
+    for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (ext == ".npy") return true;
+  }
+  // Any other name: a file that starts with numpy's magic is a .npy file (read as raw data with
+  // --dtype, its header would have been taken for elements: numpy pads it to 64 bytes, so the
+  // size divided evenly and the result was silently wrong).
+  std::ifstream f(path, std::ios::binary);
+  char m[6] = {};
+  return f.read(m, 6) && std::memcmp(m, "\x93NUMPY", 6) == 0;
 }
 
 io::array_file open_array(const std::string& path, const std::string& dtype_name) {

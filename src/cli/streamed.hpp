@@ -14,7 +14,7 @@
 
 namespace tally::cli {
 
-bool is_npy_path(const std::string& path);  // ends in .npy
+bool is_npy_path(const std::string& path);  // ends in .npy (any case), or starts with numpy's magic
 
 // A .npy file (its dtype from the header; a --dtype that contradicts it is an error) or a raw file
 // of --dtype elements, opened for streaming. Directories, FIFOs and unreadable files say so.

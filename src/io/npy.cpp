@@ -16,6 +16,9 @@ namespace {
 
 [[noreturn]] void fail(const std::string& what) { throw error("npy: " + what); }
 
+// The longest header open_npy reads (numpy's own reader stops at 10,000 bytes by default).
+constexpr std::uint64_t kMaxNpyHeader = std::uint64_t(1) << 20;
+
 struct descr_row {
   const char* descr;
   dtype type;
@@ -138,11 +141,19 @@ npy_header parse_npy_header(const unsigned char* data, std::size_t size) {
   }
   if (!have_descr) fail("malformed header: no 'descr'");
   if (!have_shape) fail("malformed header: no 'shape'");
-  out.count = 1;
+  // The product of the nonzero dimensions must fit 64 bits too (numpy refuses such a shape as
+  // too big even with a zero among them); a zero dimension then makes the count 0.
+  std::uint64_t nonzero = 1;
+  bool zero = false;
   for (std::uint64_t d : out.shape) {
-    if (d != 0 && out.count > UINT64_MAX / d) fail("malformed header: shape overflows");
-    out.count *= d;
+    if (d == 0) {
+      zero = true;
+      continue;
+    }
+    if (nonzero > UINT64_MAX / d) fail("malformed header: shape overflows 64 bits");
+    nonzero *= d;
   }
+  out.count = zero ? 0 : nonzero;
   return out;
 }
 
@@ -293,10 +304,23 @@ array_file open_npy(const std::string& path) {
   // then the whole header.
   std::vector<unsigned char> head(static_cast<std::size_t>(std::min<std::uint64_t>(size, 12)));
   pread_all(fd.fd, path, head.data(), head.size(), 0, size);
+  // The magic and the version before anything else is read: a bad preamble is refused by the
+  // parser's message (a file of another kind once had up to 4 GiB read as its "header" first).
+  static const unsigned char magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
+  if (head.size() < 10 || std::memcmp(head.data(), magic, 6) != 0 || head[6] < 1 || head[6] > 3) {
+    try {
+      (void)parse_npy_header(head.data(), head.size());
+    } catch (const error& e) {
+      throw error("'" + path + "': " + e.what());
+    }
+  }
   if (head.size() >= 12) {
     const std::uint64_t len = head[6] == 1 ? 10u + (head[8] | head[9] << 8)
                                            : 12u + (head[8] | head[9] << 8 | std::uint64_t(head[10]) << 16 |
                                                     std::uint64_t(head[11]) << 24);
+    if (len > kMaxNpyHeader)
+      throw error("'" + path + "': npy: the header says it is " + std::to_string(len) +
+                  " bytes long; tally reads headers of up to 1 MiB (numpy writes them under 10 KB)");
     head.resize(static_cast<std::size_t>(std::min<std::uint64_t>(size, len)));
     pread_all(fd.fd, path, head.data(), head.size(), 0, size);
   }
@@ -310,7 +334,8 @@ array_file open_npy(const std::string& path) {
   const std::uint64_t have = size - h.data_offset;
   if (h.count > (UINT64_MAX / es) || h.count * es > have)
     throw error("'" + path + "': npy: truncated: the header promises " + std::to_string(h.count) + " elements (" +
-                std::to_string(h.count * es) + " bytes) but only " + std::to_string(have) + " bytes of data follow");
+                (h.count > UINT64_MAX / es ? std::string("more than 2^64") : std::to_string(h.count * es)) +
+                " bytes) but only " + std::to_string(have) + " bytes of data follow");
   if (h.count * es < have)
     throw error("'" + path + "': npy: malformed: " + std::to_string(have - h.count * es) + " bytes follow the " +
                 std::to_string(h.count) + " elements the header declares");

@@ -26,6 +26,10 @@ std::uint64_t mul_checked(const char* fn, std::uint64_t a, std::uint64_t b, cons
   if (a != 0 && b > std::numeric_limits<std::uint64_t>::max() / a) fail(fn, std::string(what) + " overflows 64 bits");
   return a * b;
 }
+std::uint64_t add_checked(const char* fn, std::uint64_t a, std::uint64_t b, const char* what) {
+  if (b > std::numeric_limits<std::uint64_t>::max() - a) fail(fn, std::string(what) + " overflows 64 bits");
+  return a + b;
+}
 
 // Runs kind k over problem p once the arguments are checked: first the memory checks (the input
 // span, the offsets and `each` bytes per result all inside their allocations), then the plan.
@@ -95,7 +99,10 @@ seg::problem matrix(const char* fn, const void* d_in, std::uint64_t rows, std::u
   if (rows > 1 && ld < cols)
     fail(fn, std::string(ld_name) + " " + std::to_string(ld) + " is smaller than a row (cols = " + std::to_string(cols) +
                  "): rows would overlap");
-  const std::uint64_t span = rows == 0 || cols == 0 ? 0 : mul_checked(fn, rows - 1, ld, "rows x ld") + cols;
+  // (rows - 1) x ld + cols elements, every step checked: an ld near 2^64 (a negative stride
+  // converted to unsigned) once wrapped the span to a few elements that passed the memory check.
+  const std::uint64_t span =
+      rows == 0 || cols == 0 ? 0 : add_checked(fn, mul_checked(fn, rows - 1, ld, "rows x ld"), cols, "rows x ld + cols");
   core::check_input_pointer(fn, in_name, d_in, span, t);
   seg::problem p;
   p.span = span;
@@ -121,6 +128,9 @@ seg::problem axes(const char* fn, const void* d_in, const std::uint64_t* dims, i
     part = mul_checked(fn, part, dims[d], "the array's size");
   }
   const std::uint64_t n = mul_checked(fn, mul_checked(fn, p.outer, p.length, "the array's size"), p.inner, "the array's size");
+  // The results' count too: a zero length hides outer x inner from the size's check (dims
+  // (2^32, 0, 2^32) reduced along axis 1 asked for 2^64 results, which wrapped to none).
+  (void)mul_checked(fn, p.outer, p.inner, "the number of results");
   core::check_input_pointer(fn, "d_in", d_in, n, t);
   p.span = n;
   p.length_stride = p.inner;
