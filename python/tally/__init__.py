@@ -24,6 +24,7 @@ import contextlib
 import ctypes
 import functools
 import math as _math
+import operator as _operator
 
 from . import _tally
 from ._tally import TallyError
@@ -404,22 +405,27 @@ def _shape_list(flat, shape):
 # ---- the reductions ---------------------------------------------------------------------------------
 # (sum, min, max, any and all below shadow the builtins in this module: internal code uses
 # _builtins.)
+def _index(v, what, name, expected):
+    """v as a Python int: ints and integer scalars (numpy.int64, ...), as numpy takes them; bools
+    (Python's or numpy's) and anything else refused, as numpy refuses them."""
+    if isinstance(v, bool) or type(v).__name__ in ("bool", "bool_"):
+        raise TypeError(f"{what}: {name} must be {expected}, not {type(v).__name__}")
+    try:
+        return _operator.index(v)
+    except TypeError:
+        raise TypeError(f"{what}: {name} must be {expected}, not {type(v).__name__}") from None
+
+
 def _axes(axis, ndim, what):
     """The reduced axes as (first, count), adjacent, in range; None: all."""
     if axis is None:
         return None
-    if isinstance(axis, int):
-        axes = [axis]
-    elif isinstance(axis, (tuple, list)):
-        axes = list(axis)
-    else:
-        raise TypeError(f"{what}: axis must be an int or a tuple of ints, not {type(axis).__name__}")
+    axes = list(axis) if isinstance(axis, (tuple, list)) else [axis]
     if not axes:
         raise ValueError(f"{what}: axis=() reduces nothing")
     norm = []
     for a in axes:
-        if not isinstance(a, int):
-            raise TypeError(f"{what}: axis must be an int or a tuple of ints, not {type(a).__name__}")
+        a = _index(a, what, "axis", "an int or a tuple of ints")
         if a < -ndim or a >= ndim:
             raise ValueError(f"{what}: axis {a} is out of range for an array of {ndim} dimensions")
         norm.append(a % ndim)
@@ -480,7 +486,12 @@ def reduce(x, op="sum", axis=None, *, nan="propagate", mode="fast", stream=None,
     a = _as_array(x, stream)
     _plan(a.dtype, op, nan, mode, f"tally.{op}")  # the arguments checked (once per combination)
     ax = _axes(axis, len(a.shape), f"tally.{op}")
+    if out is not None and not isinstance(out, Result):
+        raise TypeError(f"tally.{op}: out must be a Result from an earlier tally call, not {type(out).__name__}")
     if a.device == "cpu":
+        if out is not None:
+            raise ValueError(f"tally.{op}: out= is for device inputs (a host input's result is a Python number "
+                             "or a NumPy array)")
         if ax is None:
             v, index = _tally.reduce_value(a.address, a.n, a.dtype, op, nan, mode, 0)
             return index if op in ("argmin", "argmax") else v
@@ -512,6 +523,8 @@ def _reduce_device(a, op, ax, nan, mode, out):
     if out is not None and (out.shape != shape or out._op != op or out._dtype != a.dtype):
         raise ValueError(f"tally.{op}: out holds {out.shape} {out._op} results of {out._dtype}, this call gives "
                          f"{shape} {op} results of {a.dtype}")
+    if out is not None and a.ordinal is not None and out._buffer.device != a.ordinal:
+        raise ValueError(f"tally.{op}: out is on GPU {out._buffer.device} and the input on GPU {a.ordinal}")
     if out is not None and out._stream != a.stream:
         raise ValueError(f"tally.{op}: out was made on stream {out._stream:#x} and this call runs on {a.stream:#x}: "
                          "reuse out only on its own stream")
@@ -614,6 +627,9 @@ def dot(x, y, *, mode="fast", stream=None):
         raise TypeError(f"tally.dot: x is {a.dtype} and y is {b.dtype}: both must have one dtype")
     if a.n != b.n:
         raise ValueError(f"tally.dot: x has {a.n} elements and y {b.n}")
+    if tuple(a.shape) != tuple(b.shape) and (len(a.shape) > 1 or len(b.shape) > 1):
+        raise ValueError(f"tally.dot: x has shape {tuple(a.shape)} and y {tuple(b.shape)}: dot takes vectors (or "
+                         "two arrays of one shape, read as vectors), not a matrix product")
     if a.dtype not in ("f16", "bf16", "f32", "f64"):
         raise TypeError(f"tally.dot: dot needs float vectors (float16, bfloat16, float32, float64), not {a.dtype}")
     if mode not in ("fast", "compensated", "exact"):
@@ -635,6 +651,9 @@ def stats(x, axis=None, *, ddof=0, nan="propagate", stream=None):
     a = _as_array(x, stream)
     if a.dtype == "b8":
         raise TypeError("tally.stats: stats need numbers, not bool")
+    ddof = _index(ddof, "tally.stats", "ddof", "an int")
+    if ddof < 0:
+        raise ValueError(f"tally.stats: ddof {ddof}: must be 0 or more")
     if nan not in ("propagate", "ignore"):
         raise ValueError(f"tally.stats: nan must be 'propagate' or 'ignore', not {nan!r}")
     ax = _axes(axis, len(a.shape), "tally.stats")

@@ -79,6 +79,27 @@ def test_argument_errors_name_the_problem():
         tally.dot(np.ones(3, np.int32), np.ones(3, np.int32))
     with pytest.raises(TypeError, match="stream="):
         tally.sum(x, stream="default")
+    # From an audit (2026-11-28): numpy's rules for axes (integer scalars yes, bools no), out= only
+    # as a Result and only for device inputs, dot of vectors, ddof a non-negative int; all refused
+    # before any GPU work.
+    with pytest.raises(TypeError, match="axis must be .*bool"):
+        tally.sum(y, axis=True)
+    with pytest.raises(TypeError, match="axis must be .*bool"):
+        tally.sum(y, axis=(np.bool_(False), np.bool_(True)))
+    with pytest.raises(TypeError, match="out must be a Result"):
+        tally.sum(y, axis=1, out=np.zeros((2, 4), np.float32))
+    with pytest.raises(ValueError, match="out= is for device inputs"):
+        tally.sum(y, axis=1, out=tally.Result.__new__(tally.Result))
+    with pytest.raises(ValueError, match="not a matrix product"):
+        tally.dot(np.ones((2, 3), np.float32), np.ones((3, 2), np.float32))
+    with pytest.raises(ValueError, match="not a matrix product"):
+        tally.dot(np.ones(6, np.float32), np.ones((2, 3), np.float32))
+    with pytest.raises(ValueError, match="ddof -1"):
+        tally.stats(np.ones(4, np.float32), ddof=-1)
+    with pytest.raises(TypeError, match="ddof must be an int"):
+        tally.stats(np.ones(4, np.float32), ddof=0.5)
+    with pytest.raises(TypeError, match="ddof must be an int"):
+        tally.stats(np.ones(4, np.float32), ddof="1")
 
 
 def test_whole_array_results_read_like_any_result():
@@ -107,6 +128,8 @@ def test_whole_array_results_read_like_any_result():
 def test_axes_are_normalised_like_numpy():
     assert tally._axes(None, 3, "t") is None
     assert tally._axes(-1, 3, "t") == (2, 1)
+    assert tally._axes(np.int64(1), 3, "t") == (1, 1)  # integer scalars, as numpy takes them
+    assert tally._axes((np.int32(-1), np.intp(1)), 3, "t") == (1, 2)
     assert tally._axes((2, 1), 3, "t") == (1, 2)
     assert tally._axes((0, 1, 2), 3, "t") is None  # every axis: the whole array
 
