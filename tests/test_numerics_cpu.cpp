@@ -258,6 +258,8 @@ TEST(NumericsCpu, StatsVarianceArithmetic) {
   EXPECT_EQ(s.stddev(), std::sqrt(s.m2 / 5));
   EXPECT_TRUE(std::isnan(s.variance(5)));
   EXPECT_TRUE(std::isnan(s.stddev(7)));
+  EXPECT_TRUE(std::isnan(s.variance(-1))) << "no negative degrees of freedom";
+  EXPECT_TRUE(std::isnan(s.stddev(-2)));
   s.count = 1;
   s.m2 = 0;
   EXPECT_EQ(s.variance(0), 0.0);

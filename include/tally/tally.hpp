@@ -173,19 +173,21 @@ value dot_value(const void* d_x, const void* d_y, std::uint64_t n, dtype t,
                 stream_t stream = nullptr, const options& opt = {});
 
 // Fused statistics in one read of the data (any dtype but b8, accumulated in f64 with shifted
-// sums per thread and Chan's pairwise merge; accuracy modes other than fast are refused). Under
-// nan_policy::propagate NaNs are counted and make sum, min, max, mean and m2 NaN; under ignore
-// NaNs are skipped and not counted.
+// sums per thread, merged about the warps' and the blocks' means; accuracy modes other than fast
+// are refused). Under nan_policy::propagate NaNs are counted and make sum, min, max, mean and m2
+// NaN; under ignore NaNs are skipped and not counted. An infinite element (or an f64 sum that
+// overflows) makes m2 NaN (docs/numerics.md).
 struct stats {
   std::uint64_t count = 0;  // elements counted
   double sum = 0;           // sum of the counted elements
   double min = 0, max = 0;  // NaN when count = 0
   double mean = 0;          // sum / count (NaN when count = 0)
   double m2 = 0;            // sum of squared deviations from the mean
-  // Variance with `ddof` delta degrees of freedom (0: population, 1: sample); NaN if count <= ddof.
+  // Variance with `ddof` delta degrees of freedom (0: population, 1: sample); NaN if count <= ddof
+  // or ddof < 0 (no such degrees of freedom; it gave m2 / (count + 1) for -1 before 2026-11-28).
   double variance(int ddof = 0) const noexcept {
     const double dof = static_cast<double>(count) - ddof;
-    return dof > 0 ? m2 / dof : __builtin_nan("");
+    return ddof >= 0 && dof > 0 ? m2 / dof : __builtin_nan("");
   }
   double stddev(int ddof = 0) const noexcept { return __builtin_sqrt(variance(ddof)); }
 };

@@ -347,7 +347,9 @@ int main(int argc, char** argv) {
                    "mean of 64 with light-tailed lengths")
       ->delimiter(',')
       ->check(CLI::IsMember({"columns", "rows", "ragged", "ragged-uniform"}));
-  segb->add_option("--totals", seg_totals, "log2 of the total elements, e.g. 20,24,28")->delimiter(',');
+  segb->add_option("--totals", seg_totals, "log2 of the total elements, e.g. 20,24,28")
+      ->delimiter(',')
+      ->check(CLI::Range(10, 34));
   std::string seg_profile;
   std::vector<std::string> seg_profile_shapes;
   int seg_profile_reps = 3;
@@ -378,7 +380,9 @@ int main(int argc, char** argv) {
               "2^20..2^32 total)");
   add_output_options(distb, dist_out);
   distb->add_flag("--quick", dist_quick, "fewer repetitions");
-  distb->add_option("--totals", dist_totals, "log2 of the total elements, e.g. 20,24,28,31")->delimiter(',');
+  distb->add_option("--totals", dist_totals, "log2 of the total elements, e.g. 20,24,28,31")
+      ->delimiter(',')
+      ->check(CLI::Range(10, 40));
   bool dist_async = false, dist_single = false;
   distb->add_flag("--single-process", dist_single,
                   "without mpirun: one process driving every GPU it sees (communicator::init_all)");

@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <new>
+#include <stdexcept>
 #include <utility>
 
 namespace tally::io {
@@ -211,7 +213,13 @@ void check_input_file(const std::string& path) {
 
 loaded_array read_all(const array_file& f) {
   loaded_array a{f.type(), f.count(), {}, f.shape(), f.fortran_order()};
-  a.bytes.resize(static_cast<std::size_t>(f.count() * dtype_size(f.type())));
+  const std::uint64_t bytes = f.count() * dtype_size(f.type());  // open_* checked it against the file
+  try {
+    a.bytes.resize(static_cast<std::size_t>(bytes));
+  } catch (const std::bad_alloc&) {  // the file's name and size, not a bare std::bad_alloc
+    throw error("'" + f.path() + "': cannot hold its " + std::to_string(bytes) +
+                " bytes of data in host memory (out of memory)");
+  }
   f.read(a.bytes.data(), 0, f.count());
   return a;
 }

@@ -196,8 +196,11 @@ std::uint64_t parse_size(const std::string& s) {
   try {
     const auto caret = s.find('^');
     if (caret != std::string::npos) {
-      const int base = std::stoi(s.substr(0, caret)), e = std::stoi(s.substr(caret + 1));
-      if (base != 2 || e < 0 || e > 40) throw std::invalid_argument("");
+      // Whole fields only: std::stoi stops at the first non-digit ('2^24junk' read as 2^24).
+      std::size_t pb = 0, pe = 0;
+      const std::string bs = s.substr(0, caret), es = s.substr(caret + 1);
+      const int base = std::stoi(bs, &pb), e = std::stoi(es, &pe);
+      if (pb != bs.size() || pe != es.size() || base != 2 || e < 0 || e > 40) throw std::invalid_argument("");
       return std::uint64_t(1) << e;
     }
     std::size_t pos = 0;

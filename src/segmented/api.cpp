@@ -4,6 +4,8 @@
 
 #include <cstring>
 #include <limits>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -154,7 +156,14 @@ seg::problem ragged(const char* fn, const void* d_in, std::uint64_t n, const std
 template <class T>
 std::vector<T> copy_back(const char* fn, const void* d, std::uint64_t count, std::size_t each, stream_t stream,
                          T (*decode)(const unsigned char*, void*), void* ctx) {
-  std::vector<unsigned char> h(count * each);
+  std::vector<unsigned char> h;
+  try {
+    h.resize(mul_checked(fn, count, each, "the results' bytes"));
+  } catch (const std::bad_alloc&) {  // said with the size, not a bare std::bad_alloc
+    fail(fn, std::to_string(count) + " results of " + std::to_string(each) + " bytes do not fit host memory");
+  } catch (const std::length_error&) {
+    fail(fn, std::to_string(count) + " results of " + std::to_string(each) + " bytes do not fit host memory");
+  }
   auto* s = reinterpret_cast<cudaStream_t>(stream);
   if (count > 0) {
     if (d == nullptr) fail(fn, "d_results is null");
