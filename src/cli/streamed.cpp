@@ -125,9 +125,7 @@ bool is_npy_path(const std::string& path) {
   // Any other name: a file that starts with numpy's magic is a .npy file (read as raw data with
   // --dtype, its header would have been taken for elements: numpy pads it to 64 bytes, so the
   // size divided evenly and the result was silently wrong).
-  std::ifstream f(path, std::ios::binary);
-  char m[6] = {};
-  return f.read(m, 6) && std::memcmp(m, "\x93NUMPY", 6) == 0;
+  return io::has_npy_magic(path);
 }
 
 io::array_file open_array(const std::string& path, const std::string& dtype_name) {

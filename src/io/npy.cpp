@@ -10,7 +10,6 @@
 #include <cstring>
 #include <fstream>
 #include <new>
-#include <stdexcept>
 #include <utility>
 
 namespace tally::io {
@@ -20,6 +19,25 @@ namespace {
 
 // The longest header open_npy reads (numpy's own reader stops at 10,000 bytes by default).
 constexpr std::uint64_t kMaxNpyHeader = std::uint64_t(1) << 20;
+
+constexpr unsigned char kNpyMagic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
+
+// The preamble: the magic, the version and the header's length (2 bytes in version 1, 4 in
+// versions 2 and 3); the header starts at `start`.
+struct npy_preamble {
+  std::size_t start = 0;
+  std::uint64_t header_len = 0;
+};
+npy_preamble read_preamble(const unsigned char* data, std::size_t size) {
+  if (size < 10 || std::memcmp(data, kNpyMagic, 6) != 0) fail("not a .npy file (bad magic)");
+  const int major = data[6];
+  if (major == 1) return {10, std::uint64_t(data[8]) | std::uint64_t(data[9]) << 8};
+  if (major != 2 && major != 3)
+    fail("unsupported .npy version " + std::to_string(major) + "." + std::to_string(data[7]));
+  if (size < 12) fail("truncated header");
+  return {12, std::uint64_t(data[8]) | std::uint64_t(data[9]) << 8 | std::uint64_t(data[10]) << 16 |
+                  std::uint64_t(data[11]) << 24};
+}
 
 struct descr_row {
   const char* descr;
@@ -62,21 +80,8 @@ std::string npy_descr(dtype t) {
 }
 
 npy_header parse_npy_header(const unsigned char* data, std::size_t size) {
-  static const unsigned char magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
-  if (size < 10 || std::memcmp(data, magic, 6) != 0) fail("not a .npy file (bad magic)");
-  const int major = data[6];
-  std::size_t header_len = 0, start = 0;
-  if (major == 1) {
-    header_len = data[8] | (std::size_t(data[9]) << 8);
-    start = 10;
-  } else if (major == 2 || major == 3) {
-    if (size < 12) fail("truncated header");
-    header_len = data[8] | (std::size_t(data[9]) << 8) | (std::size_t(data[10]) << 16) |
-                 (std::size_t(data[11]) << 24);
-    start = 12;
-  } else {
-    fail("unsupported .npy version " + std::to_string(major) + "." + std::to_string(data[7]));
-  }
+  const npy_preamble pre = read_preamble(data, size);
+  const std::size_t start = pre.start, header_len = static_cast<std::size_t>(pre.header_len);
   if (start + header_len > size) fail("truncated header");
   const std::string h(reinterpret_cast<const char*>(data + start), header_len);
 
@@ -305,39 +310,36 @@ int open_for_stream(const std::string& path, std::uint64_t& size) {
 }
 }  // namespace
 
+bool has_npy_magic(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  unsigned char m[sizeof kNpyMagic] = {};
+  return f.read(reinterpret_cast<char*>(m), sizeof m) && std::memcmp(m, kNpyMagic, sizeof m) == 0;
+}
+
 array_file open_npy(const std::string& path) {
   std::uint64_t size = 0;
   fd_guard fd{open_for_stream(path, size)};
-  // The preamble (magic, version, header length: 2 bytes in version 1, 4 in versions 2 and 3),
-  // then the whole header.
+  // The preamble first, then the whole header: magic and version are checked before anything
+  // else is read (a file of another kind once had up to 4 GiB read as its "header" first).
   std::vector<unsigned char> head(static_cast<std::size_t>(std::min<std::uint64_t>(size, 12)));
   pread_all(fd.fd, path, head.data(), head.size(), 0, size);
-  // The magic and the version before anything else is read: a bad preamble is refused by the
-  // parser's message (a file of another kind once had up to 4 GiB read as its "header" first).
-  static const unsigned char magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
-  if (head.size() < 10 || std::memcmp(head.data(), magic, 6) != 0 || head[6] < 1 || head[6] > 3) {
+  const auto named = [&](auto&& step) {  // the parser's messages, prefixed with the file
     try {
-      (void)parse_npy_header(head.data(), head.size());
+      return step();
     } catch (const error& e) {
       throw error("'" + path + "': " + e.what());
     }
-  }
-  if (head.size() >= 12) {
-    const std::uint64_t len = head[6] == 1 ? 10u + (head[8] | head[9] << 8)
-                                           : 12u + (head[8] | head[9] << 8 | std::uint64_t(head[10]) << 16 |
-                                                    std::uint64_t(head[11]) << 24);
-    if (len > kMaxNpyHeader)
-      throw error("'" + path + "': npy: the header says it is " + std::to_string(len) +
-                  " bytes long; tally reads headers of up to 1 MiB (numpy writes them under 10 KB)");
-    head.resize(static_cast<std::size_t>(std::min<std::uint64_t>(size, len)));
-    pread_all(fd.fd, path, head.data(), head.size(), 0, size);
-  }
-  npy_header h;
-  try {
-    h = parse_npy_header(head.data(), head.size());
-  } catch (const error& e) {
-    throw error("'" + path + "': " + e.what());
-  }
+  };
+  const npy_preamble pre = named([&] {
+    const npy_preamble p = read_preamble(head.data(), head.size());
+    if (p.header_len > kMaxNpyHeader)
+      fail("the header says it is " + std::to_string(p.header_len) +
+           " bytes long; tally reads headers of up to 1 MiB (numpy writes them under 10 KB)");
+    return p;
+  });
+  head.resize(static_cast<std::size_t>(std::min<std::uint64_t>(size, pre.start + pre.header_len)));
+  pread_all(fd.fd, path, head.data(), head.size(), 0, size);
+  const npy_header h = named([&] { return parse_npy_header(head.data(), head.size()); });
   const std::size_t es = dtype_size(h.type);
   const std::uint64_t have = size - h.data_offset;
   if (h.count > (UINT64_MAX / es) || h.count * es > have)

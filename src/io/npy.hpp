@@ -91,6 +91,8 @@ class array_file {
 // A .npy file (its size must match the header exactly) or a raw file of `type` elements.
 array_file open_npy(const std::string& path);
 array_file open_raw(const std::string& path, dtype type);
+// Whether the file starts with numpy's magic bytes (false when it cannot be read).
+bool has_npy_magic(const std::string& path);
 
 // All of an opened file in host memory.
 loaded_array read_all(const array_file& f);

@@ -4,8 +4,6 @@
 
 #include <cstring>
 #include <limits>
-#include <new>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -156,12 +154,11 @@ seg::problem ragged(const char* fn, const void* d_in, std::uint64_t n, const std
 template <class T>
 std::vector<T> copy_back(const char* fn, const void* d, std::uint64_t count, std::size_t each, stream_t stream,
                          T (*decode)(const unsigned char*, void*), void* ctx) {
+  const std::uint64_t bytes = mul_checked(fn, count, each, "the results' bytes");
   std::vector<unsigned char> h;
   try {
-    h.resize(mul_checked(fn, count, each, "the results' bytes"));
-  } catch (const std::bad_alloc&) {  // said with the size, not a bare std::bad_alloc
-    fail(fn, std::to_string(count) + " results of " + std::to_string(each) + " bytes do not fit host memory");
-  } catch (const std::length_error&) {
+    h.resize(static_cast<std::size_t>(bytes));
+  } catch (const std::exception&) {  // bad_alloc or length_error: said with the size
     fail(fn, std::to_string(count) + " results of " + std::to_string(each) + " bytes do not fit host memory");
   }
   auto* s = reinterpret_cast<cudaStream_t>(stream);
