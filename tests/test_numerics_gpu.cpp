@@ -1928,7 +1928,7 @@ TEST(NumericsGpu, StatsIgnoreWithLeadingNaNsKeepsVariance) {
   EXPECT_EQ(s.count, count);
   EXPECT_NEAR(s.mean, static_cast<double>(mean), 1e-6);
   EXPECT_NEAR(s.variance(), static_cast<double>(m2 / count), 1e-6 * static_cast<double>(m2 / count));
-  EXPECT_NEAR(s.variance(-1), static_cast<double>(m2 / (count + 1)), 1e-6 * static_cast<double>(m2 / count));
+  EXPECT_NEAR(s.variance(1), static_cast<double>(m2 / (count - 1)), 1e-6 * static_cast<double>(m2 / count));
 }
 
 }  // namespace
