@@ -242,9 +242,10 @@ int cmd_stats(const std::string& path, const std::string& dtype_name, const std:
 int cmd_dot(const std::string& path_x, const std::string& path_y, const std::string& dtype_name,
             const std::string& mode_name, print_mode pm) {
   const tally::options opt = parse_options("propagate", mode_name);
-  // --dtype describes the raw files; a .npy file names its own (a mismatch is reported below).
-  const tally::io::array_file x = tally::cli::open_array(path_x, tally::cli::is_npy_path(path_x) ? "" : dtype_name);
-  const tally::io::array_file y = tally::cli::open_array(path_y, tally::cli::is_npy_path(path_y) ? "" : dtype_name);
+  // --dtype describes the raw files; a .npy file names its own, and one that disagrees with a
+  // --dtype given is refused (as `tally reduce` does), not read as something the user did not ask.
+  const tally::io::array_file x = tally::cli::open_array(path_x, dtype_name);
+  const tally::io::array_file y = tally::cli::open_array(path_y, dtype_name);
   if (x.type() != y.type())
     throw tally::error(
         fmt::format("dot: '{}' holds {} and '{}' holds {}: both files must have the same dtype",
