@@ -26,6 +26,21 @@ TEST(ApiCpu, DtypeNamesRoundTrip) {
   EXPECT_EQ(dtype_size(static_cast<dtype>(99)), 0u);
 }
 
+// The version, three ways: the headers' macros, the library's compiled-in answer and CMake's own
+// reading of include/tally/version.hpp (project(), passed in as TALLY_TEST_PROJECT_VERSION).
+TEST(ApiCpu, VersionAgreesEverywhere) {
+  const version_info v = library_version();
+  EXPECT_EQ(v.major, TALLY_VERSION_MAJOR);
+  EXPECT_EQ(v.minor, TALLY_VERSION_MINOR);
+  EXPECT_EQ(v.patch, TALLY_VERSION_PATCH);
+  EXPECT_STREQ(v.text, TALLY_VERSION_STRING);
+  EXPECT_STREQ(v.text, TALLY_TEST_PROJECT_VERSION);
+  EXPECT_EQ(std::string(v.text),
+            std::to_string(v.major) + "." + std::to_string(v.minor) + "." + std::to_string(v.patch));
+  EXPECT_EQ(TALLY_VERSION, v.major * 10000 + v.minor * 100 + v.patch);
+  static_assert(TALLY_VERSION_MINOR < 100 && TALLY_VERSION_PATCH < 100, "TALLY_VERSION's digits");
+}
+
 TEST(ApiCpu, OpNamesRoundTrip) {
   for (int i = 0; i < kOpCount; ++i) ASSERT_EQ(parse_op(to_string(static_cast<op>(i))), static_cast<op>(i));
   EXPECT_EQ(parse_op("argmax"), op::argmax);

@@ -20,6 +20,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tally/version.hpp"
+
 struct CUstream_st;  // the CUDA runtime's cudaStream_t is CUstream_st*
 
 namespace tally {
@@ -354,5 +356,16 @@ struct device_info {
 device_info current_device();
 // Number of usable CUDA devices, 0 when none (never throws).
 int device_count() noexcept;
+
+// The version of the libtally this program runs with. The headers it was compiled against give
+// TALLY_VERSION_MAJOR / _MINOR / _PATCH and TALLY_VERSION_STRING (tally/version.hpp); a program
+// that loads libtally at run time can compare the two (the CMake package accepts the same major
+// and minor version only).
+//   tally::library_version().text  // "0.1.0"
+struct version_info {
+  int major = 0, minor = 0, patch = 0;
+  const char* text = "";  // "MAJOR.MINOR.PATCH"
+};
+version_info library_version() noexcept;
 
 }  // namespace tally

@@ -102,6 +102,8 @@ NB_MODULE(_tally, m) {
   nb::exception<tally::error>(m, "TallyError", PyExc_RuntimeError);
 
   m.def("device_count", &tally::device_count);
+  // The libtally this module runs with (the package ships its own): tally.__version__.
+  m.attr("library_version") = tally::library_version().text;
   m.def("dtype_size", [](const std::string& t) { return tally::dtype_size(dtype_of(t)); });
   m.def("result_dtype", [](const std::string& t, const std::string& o) {
     return std::string(tally::to_string(tally::result_dtype(dtype_of(t), op_of(o))));

@@ -29,8 +29,12 @@ import operator as _operator
 from . import _tally
 from ._tally import TallyError
 
+# The version of the libtally inside the package (include/tally/version.hpp; the package's
+# metadata reads the same file).
+__version__ = _tally.library_version
+
 __all__ = [
-    "TallyError", "Result", "reduce", "sum", "prod", "min", "max", "argmin", "argmax", "mean", "norm",
+    "__version__", "TallyError", "Result", "reduce", "sum", "prod", "min", "max", "argmin", "argmax", "mean", "norm",
     "sum_sq", "any", "all", "bit_and", "bit_or", "bit_xor", "dot", "stats", "reduce_value", "sum_value",
     "device_count", "tally_dtype",
 ]

@@ -18,6 +18,27 @@ def test_import_and_native_layer():
     assert tally._tally.result_bytes("f32", "argmax") == 16
 
 
+def test_version_is_the_headers():
+    # Read include/tally/version.hpp here (the repository's copy; the package's metadata and the
+    # library come from the same file) and compare with what the package says.
+    import pathlib
+    import re
+    header = pathlib.Path(__file__).resolve().parents[2] / "include" / "tally" / "version.hpp"
+    if not header.exists():
+        pytest.skip("the tests run outside the repository")
+    parts = [re.search(rf"^#define TALLY_VERSION_{k} (\d+)$", header.read_text(), re.M).group(1)
+             for k in ("MAJOR", "MINOR", "PATCH")]
+    assert tally.__version__ == ".".join(parts)
+    assert "__version__" in tally.__all__
+    from importlib import metadata
+    try:
+        dist = metadata.distribution("tally")
+    except metadata.PackageNotFoundError:
+        return  # the build tree on PYTHONPATH: no installed metadata to compare
+    if pathlib.Path(dist.locate_file("tally")).resolve() == pathlib.Path(tally.__file__).resolve().parent:
+        assert dist.version == tally.__version__
+
+
 @pytest.mark.parametrize("np_type,name", [
     (np.bool_, "b8"), (np.int8, "i8"), (np.uint8, "u8"), (np.int16, "i16"), (np.uint16, "u16"),
     (np.int32, "i32"), (np.uint32, "u32"), (np.int64, "i64"), (np.uint64, "u64"),

@@ -280,7 +280,12 @@ int cmd_dot(const std::string& path_x, const std::string& path_y, const std::str
 
 int main(int argc, char** argv) {
   CLI::App app{"tally: fast, correct reductions on NVIDIA GPUs"};
-  app.set_version_flag("--version", std::string("tally ") + TALLY_VERSION_STRING);
+  // The libtally it runs with, and the headers it was built against where they differ.
+  const std::string lib_version = tally::library_version().text;
+  app.set_version_flag("--version", "tally " + lib_version +
+                                        (lib_version == TALLY_VERSION_STRING
+                                             ? std::string()
+                                             : std::string(" (built against ") + TALLY_VERSION_STRING + ")"));
   app.require_subcommand(1);
 
   bool info_json = false;
