@@ -39,6 +39,41 @@ def test_version_is_the_headers():
         assert dist.version == tally.__version__
 
 
+def test_stub_matches_the_module():
+    # The type stub (__init__.pyi, with py.typed beside it) declares every public name, and each
+    # function there takes the same parameters, of the same kinds and defaults, as the module's.
+    import ast
+    import inspect
+    import pathlib
+    pkg = pathlib.Path(tally.__file__).parent
+    assert (pkg / "py.typed").exists()
+    tree = ast.parse((pkg / "__init__.pyi").read_text())
+    defs = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    names = set(defs) | {n.target.id for n in tree.body if isinstance(n, ast.AnnAssign)}
+    assert set(tally.__all__) <= names, set(tally.__all__) - names
+    kinds = {"posonlyargs": inspect.Parameter.POSITIONAL_ONLY, "args": inspect.Parameter.POSITIONAL_OR_KEYWORD,
+             "kwonlyargs": inspect.Parameter.KEYWORD_ONLY}
+    for name in tally.__all__:
+        node = defs.get(name)
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        a = node.args
+        declared = [(p.arg, kinds[k]) for k in kinds for p in getattr(a, k)]
+        defaults = dict(zip([p.arg for p in a.posonlyargs + a.args][::-1], [ast.literal_eval(d) for d in a.defaults[::-1]]))
+        defaults.update({p.arg: ast.literal_eval(d) for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None})
+        sig = inspect.signature(getattr(tally, name))
+        actual = [(p.name, p.kind) for p in sig.parameters.values()]
+        assert declared == actual, (name, declared, actual)
+        for p in sig.parameters.values():
+            if p.default is not inspect.Parameter.empty:
+                assert defaults.get(p.name, "<none>") == p.default, (name, p.name)
+            else:
+                assert p.name not in defaults, (name, p.name)
+    result_methods = {n.name for n in defs["Result"].body if isinstance(n, ast.FunctionDef)}
+    public = {m for m in vars(tally.Result) if not m.startswith("_")} | {"__dlpack__", "__float__", "__int__"}
+    assert public - {"shape"} <= result_methods, public - result_methods
+
+
 @pytest.mark.parametrize("np_type,name", [
     (np.bool_, "b8"), (np.int8, "i8"), (np.uint8, "u8"), (np.int16, "i16"), (np.uint16, "u16"),
     (np.int32, "i32"), (np.uint32, "u32"), (np.int64, "i64"), (np.uint64, "u64"),
