@@ -285,7 +285,7 @@ if has layout; then
   # schedule, CUB's even share) against CUB: which layout a GPU's measured entry should take.
   step "layout probe: tally_layout_probe ${TALLY_PROBE_SIZES:-28 30 31}"
   "$bin/tally_layout_probe" ${TALLY_PROBE_SIZES:-28 30 31} >"$out/layout-probe.txt" 2>&1 || status=1
-  grep -E "^2\^|CUB Device|dyn 512x16 \(|even 512x8, 5" "$out/layout-probe.txt" | tee -a "$out/summary.txt"
+  grep -E "^2\^|CUB Device|dyn 512x16 \(|serial combine|strided 512x4|even 512x8, 5" "$out/layout-probe.txt" | tee -a "$out/summary.txt"
 fi
 if has schedules; then
   step "schedules: the one-pass ops on the strided grid and on the dynamic schedule, one after the other"

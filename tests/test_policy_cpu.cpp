@@ -95,6 +95,39 @@ TEST(PolicyCpu, ForcedDepthWinsAndIsUndone) {
   EXPECT_EQ(core::choose_depth(p, family::plain, 1.0, 1e9), depth::deep);
 }
 
+// The dynamic schedule's shape: the H100's entry says base (one block an SM), the H200's deep (two
+// an SM); the heavy ops and dot have no deep shape. A GPU nobody measured: base where one block
+// keeps kDynamicMergeMargin x its need in flight, else deep; force_depth wins.
+TEST(PolicyCpu, DynamicDepthByEntryAndRule) {
+  const auto h100 = make_policy(facts("NVIDIA H100 80GB HBM3", 132, 50 * MiB, 3352.3));
+  const auto h200 = make_policy(facts("NVIDIA H200", 132, 60 * MiB, 4814.3));
+  EXPECT_EQ(core::dynamic_depth(h100, family::plain, false), depth::base);
+  EXPECT_EQ(core::dynamic_depth(h100, family::folding, false), depth::base);
+  EXPECT_EQ(core::dynamic_depth(h200, family::plain, false), depth::deep);
+  EXPECT_EQ(core::dynamic_depth(h200, family::folding, false), depth::deep);
+  EXPECT_EQ(core::dynamic_depth(h200, family::folding, true), depth::base);  // compensated
+  EXPECT_EQ(core::dynamic_depth(h200, family::binary, false), depth::base);
+  // Unmeasured: need = bandwidth per SM x 1.75 us. The plain base shape keeps 128 KiB, the
+  // folding one 64 KiB.
+  const auto slow = make_policy(facts("Slow GPU", 100, 40 * MiB, 1000.0));    // 17 KiB an SM
+  const auto fast = make_policy(facts("Fast GPU", 100, 40 * MiB, 8000.0));    // 137 KiB an SM
+  const auto mid = make_policy(facts("Middle GPU", 132, 60 * MiB, 4814.3));  // the H200's 62 KiB
+  EXPECT_EQ(core::dynamic_depth(slow, family::folding, false), depth::base);
+  EXPECT_EQ(core::dynamic_depth(fast, family::plain, false), depth::deep);
+  EXPECT_EQ(core::dynamic_depth(mid, family::plain, false), depth::base);
+  EXPECT_EQ(core::dynamic_depth(mid, family::folding, false), depth::deep);
+  core::force_depth(0);
+  EXPECT_EQ(core::dynamic_depth(h200, family::plain, false), depth::base);
+  core::force_depth(1);
+  EXPECT_EQ(core::dynamic_depth(h100, family::plain, false), depth::deep);
+  EXPECT_EQ(core::dynamic_depth(h100, family::binary, false), depth::base);
+  core::force_depth(-1);
+  bool said = false;
+  for (const auto& [k, v] : core::explain(h200))
+    said = said || (k == "dynamic schedule" && v.find("plain (deep), folding (deep)") != std::string::npos);
+  EXPECT_TRUE(said);
+}
+
 TEST(PolicyCpu, MeasuredEntriesNameTheirRun) {
   for (const auto& e : core::measured_entries()) {
     SCOPED_TRACE(e.name);
@@ -132,28 +165,40 @@ TEST(PolicyCpu, DynamicScheduleFromEightL2s) {
   EXPECT_TRUE(dynamic_schedule(std::uint64_t(1) << 30, h200));
   EXPECT_FALSE(dynamic_schedule(0, h100));
   EXPECT_EQ(dynamic_shape(4, family::plain).unroll, 16);
-  // On where a measured entry says so (the H100), off on the H200 and on GPUs nobody measured;
+  EXPECT_EQ(dynamic_shape(4, family::folding, depth::deep).min_blocks, 2);
+  EXPECT_EQ(dynamic_shape(8, family::plain, depth::deep).accs, 2);
+  // On where a measured entry says so, per family: the H100 every one-pass family, the H200 the
+  // plain and folding ones (dot keeps the strided grid); off on GPUs nobody measured;
   // force_dynamic overrides both ways.
   const device_policy p100 = make_policy(device_facts{"NVIDIA H100 80GB HBM3", 132, 9, 0, h100, 3352.3});
   const device_policy p200 = make_policy(device_facts{"NVIDIA H200", 132, 9, 0, h200, 4814.3});
   const device_policy other = make_policy(device_facts{"Some GPU", 148, 10, 0, std::uint64_t(126) << 20, 8000});
-  EXPECT_TRUE(uses_dynamic(p100, std::uint64_t(1) << 30));
-  EXPECT_FALSE(uses_dynamic(p100, std::uint64_t(256) << 20));
-  EXPECT_FALSE(uses_dynamic(p200, std::uint64_t(1) << 30));
-  EXPECT_FALSE(uses_dynamic(other, std::uint64_t(4) << 30));
+  const family plain = family::plain, folding = family::folding, binary = family::binary;
+  EXPECT_TRUE(uses_dynamic(p100, plain, std::uint64_t(1) << 30));
+  EXPECT_TRUE(uses_dynamic(p100, binary, std::uint64_t(1) << 30));
+  EXPECT_FALSE(uses_dynamic(p100, plain, std::uint64_t(256) << 20));
+  EXPECT_TRUE(uses_dynamic(p200, plain, std::uint64_t(1) << 30));
+  EXPECT_TRUE(uses_dynamic(p200, folding, std::uint64_t(1) << 30));
+  EXPECT_FALSE(uses_dynamic(p200, binary, std::uint64_t(1) << 30));
+  EXPECT_FALSE(uses_dynamic(p200, plain, std::uint64_t(256) << 20));
+  EXPECT_FALSE(uses_dynamic(other, plain, std::uint64_t(4) << 30));
+  // Heavy ops (compensated) keep the strided grid where their family takes the deep shape.
+  EXPECT_TRUE(uses_dynamic(p100, folding, std::uint64_t(1) << 30, true));
+  EXPECT_FALSE(uses_dynamic(p200, folding, std::uint64_t(1) << 30, true));
   force_dynamic(1);  // at every size
-  EXPECT_TRUE(uses_dynamic(p200, std::uint64_t(1) << 30));
-  EXPECT_TRUE(uses_dynamic(p200, 4096));
+  EXPECT_TRUE(uses_dynamic(p200, binary, std::uint64_t(1) << 30));
+  EXPECT_TRUE(uses_dynamic(p200, plain, 4096));
   force_dynamic(0);
-  EXPECT_FALSE(uses_dynamic(p100, std::uint64_t(1) << 30));
+  EXPECT_FALSE(uses_dynamic(p100, plain, std::uint64_t(1) << 30));
   force_dynamic(2);  // past the size rule, whatever the entry says
-  EXPECT_TRUE(uses_dynamic(p200, std::uint64_t(1) << 30));
-  EXPECT_FALSE(uses_dynamic(p200, std::uint64_t(256) << 20));
-  EXPECT_TRUE(uses_dynamic(other, std::uint64_t(4) << 30));
+  EXPECT_TRUE(uses_dynamic(p200, binary, std::uint64_t(1) << 30));
+  EXPECT_TRUE(uses_dynamic(p200, folding, std::uint64_t(1) << 30, true));
+  EXPECT_FALSE(uses_dynamic(p200, plain, std::uint64_t(256) << 20));
+  EXPECT_TRUE(uses_dynamic(other, plain, std::uint64_t(4) << 30));
   EXPECT_EQ(forced_dynamic(), 2);
   force_dynamic(-1);
   EXPECT_EQ(forced_dynamic(), -1);
-  EXPECT_TRUE(uses_dynamic(p100, std::uint64_t(1) << 30));
+  EXPECT_TRUE(uses_dynamic(p100, plain, std::uint64_t(1) << 30));
   const std::uint64_t round = 512 * 16;
   EXPECT_EQ(dynamic_chunks(1, round, 4), 1u);
   EXPECT_EQ(dynamic_chunks(round, round, 4), 1u);

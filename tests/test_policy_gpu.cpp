@@ -162,6 +162,9 @@ void check_dynamic(dtype t, std::uint64_t n) {
     SCOPED_TRACE(testing::Message() << to_string(t) << " n " << n << " call " << call);
     const value s = reduce_value(p, n, t, op::sum);
     EXPECT_TRUE(core::last_launch().dynamic) << "the dynamic schedule was used";
+    if (core::forced_depth() >= 0) {
+      EXPECT_EQ(core::last_launch().deep, core::forced_depth() == 1);
+    }
     if constexpr (std::is_floating_point_v<T>) EXPECT_EQ(s.f, static_cast<double>(want));
     else EXPECT_EQ(s.i, want);
     EXPECT_EQ(reduce_value(p, n, t, op::argmax).index, static_cast<std::int64_t>(i_max));
@@ -192,15 +195,19 @@ void check_dynamic(dtype t, std::uint64_t n) {
   else EXPECT_EQ(v.i, small);
 }
 
-// The dynamic kernel at small sizes (forced: a chunk is 128 KiB, so 2^20 + 77 f32 is nine chunks
-// with a partial last one), where the sanitizers run it.
+// The dynamic kernels at small sizes (forced: a base chunk is 128 KiB, so 2^20 + 77 f32 is nine
+// chunks with a partial last one), in both shapes (base, deep), where the sanitizers run them.
 TEST(PolicyGpu, DynamicScheduleSmallSizes) {
   TALLY_REQUIRE_GPU();
   dynamic_guard on(1);
-  for (std::uint64_t n : {std::uint64_t(10), std::uint64_t(70001), (std::uint64_t(1) << 20) + 77}) {
-    check_dynamic<float>(dtype::f32, n);
-    check_dynamic<double>(dtype::f64, n);
-    check_dynamic<std::int32_t>(dtype::i32, n);
+  for (int d : {0, 1}) {
+    depth_guard dg(d);
+    for (std::uint64_t n : {std::uint64_t(10), std::uint64_t(70001), (std::uint64_t(1) << 20) + 77}) {
+      SCOPED_TRACE(d ? "deep" : "base");
+      check_dynamic<float>(dtype::f32, n);
+      check_dynamic<double>(dtype::f64, n);
+      check_dynamic<std::int32_t>(dtype::i32, n);
+    }
   }
 }
 
@@ -235,15 +242,11 @@ void check_narrow(dtype t, std::uint64_t n) {
 
 TEST(PolicyGpu, NarrowElementsInEverySchedule) {
   TALLY_REQUIRE_GPU();
-  struct depth_guard {
-    explicit depth_guard(int d) { core::force_depth(d); }
-    ~depth_guard() { core::force_depth(-1); }
-  };
   for (std::uint64_t n : {std::uint64_t(10), std::uint64_t(70001), (std::uint64_t(1) << 20) + 77}) {
     for (int sched : {1, 0}) {
       for (int depth : {0, 1}) {
-        if (sched == 1 && depth == 1) continue;  // the dynamic schedule has one shape
-        SCOPED_TRACE(testing::Message() << "n " << n << (sched ? " dynamic" : depth ? " strided deep" : " strided base"));
+        SCOPED_TRACE(testing::Message() << "n " << n << (sched ? " dynamic" : " strided")
+                                        << (depth ? " deep" : " base"));
         dynamic_guard on(sched);
         depth_guard dg(depth);
         check_narrow<std::int8_t>(dtype::i8, n);
@@ -259,9 +262,13 @@ TEST(PolicyGpu, DynamicScheduleIsRightAndRepeatable) {
   if (small_only()) GTEST_SKIP() << "large test skipped under TALLY_TEST_SMALL";
   dynamic_guard on(1);  // whether or not this GPU's policy takes it
   const std::uint64_t bytes = core::kDynamicL2Multiple * core::current_context().info.l2_bytes + 4099;
-  check_dynamic<float>(dtype::f32, bytes / 4);
-  check_dynamic<double>(dtype::f64, bytes / 8);
-  check_dynamic<std::int32_t>(dtype::i32, bytes / 4);
+  for (int d : {0, 1}) {  // both shapes
+    SCOPED_TRACE(d ? "deep" : "base");
+    depth_guard dg(d);
+    check_dynamic<float>(dtype::f32, bytes / 4);
+    check_dynamic<double>(dtype::f64, bytes / 8);
+    check_dynamic<std::int32_t>(dtype::i32, bytes / 4);
+  }
 
   // Random floats: the same bits twice, and in a captured graph on another stream.
   const std::uint64_t n = bytes / 4;
@@ -321,7 +328,12 @@ TEST(PolicyGpu, ChoicesDescribeEveryExample) {
     const bool exact = c.example.rfind("exact sum", 0) == 0;
     const bool stats = has("stats");  // keeps the strided schedule
     const core::device_policy& pol = core::policy_for(core::current_context());
-    EXPECT_EQ(c.dynamic, exact ? core::exact_dynamic(1, bytes, l2) : !stats && core::uses_dynamic(pol, bytes));
+    const core::family f = c.family == "plain"     ? core::family::plain
+                           : c.family == "folding" ? core::family::folding
+                           : c.family == "binary"  ? core::family::binary
+                                                   : core::family::exact;
+    EXPECT_EQ(c.dynamic, exact ? core::exact_dynamic(1, bytes, l2)
+                               : !stats && core::uses_dynamic(pol, f, bytes, has("compensated")));
     EXPECT_EQ(c.dynamic, c.why.find("dynamic schedule") != std::string::npos);
     if (exact) {
       EXPECT_EQ(c.family, "exact");

@@ -38,8 +38,8 @@ std::vector<group> core_groups(const sweep_buffers& b) {
         reduce_candidate<float, Op, 512, 4, G, 1>("512x4 mb1 ldg", b, k++),
         reduce_candidate<float, Op, 512, 8, G, 2>("512x8 mb2 ldg", b, k++),
         reduce_candidate<float, Op, 1024, 4, G, 1>("1024x4 mb1 ldg", b, k++),
-        library_dynamic_candidate<float, Op>("dynamic (library)", b, k++),
-        dynamic_candidate<float, Op, 512, 8, G, 2>("dynamic 512x8 mb2", b, k++),
+        library_dynamic_candidate<float, Op>("dynamic (library base)", b, k++),
+        library_dynamic_candidate<float, Op, core::depth::deep>("dynamic (library deep)", b, k++),
         dynamic_candidate<float, Op, 256, 16, G, 2>("dynamic 256x16 mb2", b, k++),
     };
     g.other = cub_of("CUB Sum", op::sum, dtype::f32, b);
@@ -54,9 +54,9 @@ std::vector<group> core_groups(const sweep_buffers& b) {
         reduce_candidate<double, Op, 512, 8, G, 1>("512x8 mb1 acc8 ldg", b, k++),
         reduce_candidate<double, Op, 512, 8, G, 2, 2>("512x8 mb2 acc2 ldg", b, k++),
         reduce_candidate<double, Op, 512, 4, G, 2, 4>("512x4 mb2 acc4 ldg", b, k++),
-        library_dynamic_candidate<double, Op>("dynamic (library)", b, k++),
+        library_dynamic_candidate<double, Op>("dynamic (library base)", b, k++),
         dynamic_candidate<double, Op, 256, 16, G, 2>("dynamic 256x16 mb2", b, k++),
-        dynamic_candidate<double, Op, 512, 8, G, 2>("dynamic 512x8 mb2", b, k++),
+        library_dynamic_candidate<double, Op, core::depth::deep>("dynamic (library deep)", b, k++),
     };
     g.other = cub_of("CUB Sum", op::sum, dtype::f64, b);
     gs.push_back(std::move(g));
@@ -69,7 +69,8 @@ std::vector<group> core_groups(const sweep_buffers& b) {
         reduce_candidate<std::int32_t, Op, 512, 4, S, 1>("512x4 mb1 stream", b, k++),
         reduce_candidate<std::int32_t, Op, 512, 4, G, 1>("512x4 mb1 ldg", b, k++),
         reduce_candidate<std::int32_t, Op, 512, 8, G, 2>("512x8 mb2 ldg", b, k++),
-        library_dynamic_candidate<std::int32_t, Op>("dynamic (library)", b, k++),
+        library_dynamic_candidate<std::int32_t, Op>("dynamic (library base)", b, k++),
+        library_dynamic_candidate<std::int32_t, Op, core::depth::deep>("dynamic (library deep)", b, k++),
     };
     g.other = cub_of("CUB Sum", op::sum, dtype::i32, b);
     gs.push_back(std::move(g));
@@ -82,7 +83,8 @@ std::vector<group> core_groups(const sweep_buffers& b) {
         reduce_candidate<float, Op, 512, 4, S, 1>("512x4 mb1 stream", b, k++),
         reduce_candidate<float, Op, 512, 4, G, 1>("512x4 mb1 ldg", b, k++),
         reduce_candidate<float, Op, 512, 8, G, 2>("512x8 mb2 ldg", b, k++),
-        library_dynamic_candidate<float, Op>("dynamic (library)", b, k++),
+        library_dynamic_candidate<float, Op>("dynamic (library base)", b, k++),
+        library_dynamic_candidate<float, Op, core::depth::deep>("dynamic (library deep)", b, k++),
         dynamic_candidate<float, Op, 256, 16, G, 2>("dynamic 256x16 mb2", b, k++),
     };
     g.other = cub_of("CUB Max", op::max, dtype::f32, b);

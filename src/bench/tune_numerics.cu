@@ -45,9 +45,9 @@ std::vector<group> numerics_groups(const sweep_buffers& b) {
         reduce_candidate<float, Op, 512, 4, S, 1>("512x4 mb1 acc4 stream", b, k++),
         reduce_candidate<float, Op, 512, 4, G, 1>("512x4 mb1 acc4 ldg", b, k++),
         reduce_candidate<float, Op, 512, 8, G, 2, 2>("512x8 mb2 acc2 ldg", b, k++),
-        library_dynamic_candidate<float, Op>("dynamic (library)", b, k++),
+        library_dynamic_candidate<float, Op>("dynamic (library base)", b, k++),
         dynamic_candidate<float, Op, 256, 16, G, 2>("dynamic 256x16 mb2", b, k++),
-        dynamic_candidate<float, Op, 512, 8, G, 2>("dynamic 512x8 mb2", b, k++),
+        library_dynamic_candidate<float, Op, core::depth::deep>("dynamic (library deep)", b, k++),
     };
     void* d_temp = b.d_temp;
     const std::size_t cap = b.temp_bytes;
@@ -70,7 +70,7 @@ std::vector<group> numerics_groups(const sweep_buffers& b) {
         reduce_candidate<float, Op, 1024, 4, S, 1>("1024x4 mb1 stream", b, k++),
         reduce_candidate<float, Op, 1024, 4, G, 1>("1024x4 mb1 ldg", b, k++),
         reduce_candidate<float, Op, 512, 4, G, 2>("512x4 mb2 ldg", b, k++),
-        library_dynamic_candidate<float, Op>("dynamic (library)", b, k++),
+        library_dynamic_candidate<float, Op>("dynamic (library base)", b, k++),
         dynamic_candidate<float, Op, 256, 8, G, 2>("dynamic 256x8 mb2", b, k++),
     };
     g.other = cublas_dot<float>(b);

@@ -113,7 +113,7 @@ candidate reduce_candidate(const char* label, const sweep_buffers& b, int slot) 
 }
 
 // A kernel of the dynamic schedule (tuning.hpp) as a candidate, at every size, run as the
-// library's launcher runs it past 8 x L2 (launch.cuh, launch_dynamic): the full resident grid
+// library's launcher runs it past 8 x L2 (launch.cuh, launch_dynamic_shape): the full resident grid
 // (at most the op's max_per_sm blocks per SM), chunks of whole rounds of sh.block x sh.unroll
 // vectors (at least kHeavyChunkRounds for heavy ops).
 template <class T, class Op, class K>
@@ -150,13 +150,13 @@ candidate dynamic_candidate(const char* label, const sweep_buffers& b, int slot)
                              H == core::load_hint::ldg, b, slot);
 }
 
-// The library's own dynamic-schedule kernel of (T, Op) (launch.cuh, dynamic_kernel_of).
-template <class T, class Op>
+// The library's own dynamic-schedule kernel of (T, Op) in shape D (launch.cuh, dynamic_kernel_of).
+template <class T, class Op, core::depth D = core::depth::base>
 candidate library_dynamic_candidate(const char* label, const sweep_buffers& b, int slot) {
-  constexpr core::shape s = core::dynamic_shape(sizeof(T), core::family_v<Op>);
+  constexpr core::shape s = core::dynamic_shape(sizeof(T), core::family_v<Op>, D);
   // As dynamic_kernel_of compiles it: the op's own minimum blocks per SM where that is larger.
   constexpr core::shape sh{s.block, s.unroll, std::max(core::min_blocks_v<Op>, s.min_blocks), s.accs};
-  return dynamic_from<T, Op>(label, core::dynamic_kernel_of<T, Op>(), sh, true, b, slot);
+  return dynamic_from<T, Op>(label, core::dynamic_kernel_of<T, Op, D>(), sh, true, b, slot);
 }
 
 // exact_kernel<T, op_exact<T, F, A, GT>, B, U, H, MB> as a candidate (GT: the round's grid test

@@ -269,6 +269,31 @@ __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) reduce_kernel(reduce_args<T
   if (threadIdx.x == 0) *a.d_out = finalize_with<Op>(p, a.n, a.d_in);
 }
 
+// The last block's fold of `count` partials: thread t combines slots t, t + BLOCK, t + 2 x BLOCK,
+// ... in that order (so the bits are those of one load at a time), its loads issued a batch at a
+// time. One at a time, each slot was an L2 round trip on the kernel's critical path: the dynamic
+// schedule has a slot per chunk (2^30 f32: 32768 slots, 64 a thread). tally_layout_probe on an
+// H200 (2026-11-28 12:56 UTC, docs/data/layout-probe-h200-1128.txt), f32 sum in 128 KiB chunks:
+// 238.7 / 935.5 / 1864.4 us at 2^28 / 2^30 / 2^31 batched, 239.8 / 940.6 / 1873.6 one at a time
+// (CUB 239.7 / 944.1 / 1887.4).
+template <class Op, int BLOCK>
+__device__ __forceinline__ typename Op::acc_type fold_partials(
+    const typename Op::acc_type* __restrict__ partials, unsigned int count) {
+  using Acc = typename Op::acc_type;
+  constexpr int K = sizeof(Acc) <= 8 ? 16 : 8;
+  Acc p = Op::identity();
+  unsigned int b = threadIdx.x;
+  for (; b + (K - 1) * BLOCK < count; b += K * BLOCK) {
+    Acc v[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) v[k] = load_cg(partials + b + k * BLOCK);
+#pragma unroll
+    for (int k = 0; k < K; ++k) p = Op::combine(p, v[k]);
+  }
+  for (; b < count; b += BLOCK) p = Op::combine(p, load_cg(partials + b));
+  return p;
+}
+
 // The dynamic schedule (launch.cuh, from kDynamicL2Multiple x the L2 up): a resident grid takes
 // chunk indices from a counter (the next one fetched while the current chunk is read), reduces
 // chunk c of `chunks` (layout::chunk: whole rounds, the scalar head and tail with the last one)
@@ -305,9 +330,7 @@ __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) reduce_kernel_dynamic(dynam
   if (threadIdx.x == 0) is_last = atomic_inc_acq_rel(a.r.d_counter, gridDim.x - 1) == gridDim.x - 1;
   __syncthreads();
   if (!is_last) return;
-  Acc p = Op::identity();
-  for (unsigned int b = threadIdx.x; b < a.chunks; b += BLOCK) p = Op::combine(p, load_cg(a.r.d_partials + b));
-  p = block_reduce<Op, BLOCK>(p);
+  const Acc p = block_reduce<Op, BLOCK>(fold_partials<Op, BLOCK>(a.r.d_partials, a.chunks));
   if (threadIdx.x == 0) {
     *a.r.d_out = finalize_with<Op>(p, a.r.n, a.r.d_in);
     *a.d_next = 0;  // every block has taken its last index

@@ -61,9 +61,10 @@ constexpr auto exact_stream_kernel_of() {
 }
 
 // The kernel of (T, Op) in the dynamic schedule (tuning.hpp, dynamic_shape).
-template <class T, class Op>
+template <class T, class Op, depth D = depth::base>
 constexpr auto dynamic_kernel_of() {
-  constexpr shape s = dynamic_shape(sizeof(T), family_v<Op>);
+  static_assert(D == depth::base || has_dynamic_deep(family_v<Op>, heavy_v<Op>), "a deep dynamic shape");
+  constexpr shape s = dynamic_shape(sizeof(T), family_v<Op>, D);
   static_assert(s.block >= kMinBlockThreads, "capture workspaces are sized for blocks this large");
   constexpr int mb = min_blocks_v<Op> > s.min_blocks ? min_blocks_v<Op> : s.min_blocks;
   return reduce_kernel_dynamic<T, Op, s.block, s.unroll, load_hint::ldg, mb, s.accs>;
@@ -197,41 +198,55 @@ void describe_single(family_choice& fc, family f, const shape& s, int per_sm, K 
   fc.dynamic = true;
   fc.why = std::move(why);
 }
-inline std::string dynamic_why(std::uint64_t bytes, const launch_ctx& c, std::uint64_t multiple) {
+inline std::string dynamic_why(std::uint64_t bytes, const launch_ctx& c, std::uint64_t multiple,
+                               depth d = depth::base) {
   return "dynamic schedule: " + std::to_string(bytes >> 20) + " MiB >= " + std::to_string(multiple) + " x L2 (" +
-         std::to_string(c.dev->info.l2_bytes >> 20) + " MiB); its own shape";
+         std::to_string(c.dev->info.l2_bytes >> 20) + " MiB); its own shape" +
+         (d == depth::deep ? ", deep (two blocks an SM)" : "");
 }
 
-// The dynamic schedule: its own shape, the full resident grid, chunks of whole rounds (at least
-// kHeavyChunkRounds for heavy ops, whose block merge costs more per chunk).
-template <class T, class Op>
-void launch_dynamic(const void* d_in, std::uint64_t n, void* d_out, const launch_ctx& c) {
-  constexpr shape s = dynamic_shape(sizeof(T), family_v<Op>);
+// The dynamic schedule: its own shape (base or deep, policy.hpp's dynamic_depth), the full
+// resident grid, chunks of whole rounds (at least kHeavyChunkRounds for heavy ops, whose block
+// merge costs more per chunk).
+template <class T, class Op, depth D>
+void launch_dynamic_shape(const void* d_in, std::uint64_t n, void* d_out, const launch_ctx& c) {
+  constexpr shape s = dynamic_shape(sizeof(T), family_v<Op>, D);
   using Acc = typename Op::acc_type;
   static_assert(sizeof(Acc) <= kMaxAccBytes);
   static std::atomic<int> per_sm_cache[64] = {};
-  const int per_sm = cached_occupancy(per_sm_cache, dynamic_kernel_of<T, Op>(), s, max_per_sm_v<Op>, c);
-  const unsigned int blocks = plan_grid(s, sizeof(T), n, binary_v<Op>, true, depth::base, per_sm, c, true);
+  const int per_sm = cached_occupancy(per_sm_cache, dynamic_kernel_of<T, Op, D>(), s, max_per_sm_v<Op>, c);
+  const unsigned int blocks = plan_grid(s, sizeof(T), n, binary_v<Op>, true, D, per_sm, c, true);
   const std::uint64_t nvec = n * sizeof(T) / 16;
   const auto chunks = static_cast<unsigned int>(
       dynamic_chunks(nvec, std::uint64_t(s.block) * s.unroll, sizeof(Acc), heavy_v<Op> ? kHeavyChunkRounds : 1));
   if (c.describe)
-    describe_single(*c.describe, family_v<Op>, s, per_sm, dynamic_kernel_of<T, Op>(),
-                    dynamic_why((binary_v<Op> ? 2 : 1) * n * sizeof(T), c, kDynamicL2Multiple));
+    describe_single(*c.describe, family_v<Op>, s, per_sm, dynamic_kernel_of<T, Op, D>(),
+                    dynamic_why((binary_v<Op> ? 2 : 1) * n * sizeof(T), c, kDynamicL2Multiple, D));
   if (c.dry_run) return;
   dynamic_args<T, Op> args{{static_cast<const T*>(d_in), n, static_cast<typename Op::out_type*>(d_out),
                             static_cast<Acc*>(c.ws->d_partials), c.ws->d_counter, static_cast<const T*>(c.d_in2)},
                            chunks,
                            c.ws->d_chunk_next};
-  check_cuda(launch_pdl(dynamic_kernel_of<T, Op>(), args, blocks, s.block, c.stream),
+  check_cuda(launch_pdl(dynamic_kernel_of<T, Op, D>(), args, blocks, s.block, c.stream),
              "launching the reduce kernel (cudaLaunchKernelEx)");
 }
 
 template <class T, class Op>
 void launch(const void* d_in, std::uint64_t n, void* d_out, const launch_ctx& c) {
-  if (!custom_block_v<Op> && uses_dynamic(policy_for(*c.dev), (binary_v<Op> ? 2 : 1) * n * sizeof(T))) {
-    launch_dynamic<T, Op>(d_in, n, d_out, c);
-    return;
+  // Ops with a block merge of their own (the statistics) keep the strided grid: no dynamic kernel
+  // is compiled for them.
+  if constexpr (!custom_block_v<Op>) {
+    const device_policy& pol = policy_for(*c.dev);
+    if (uses_dynamic(pol, family_v<Op>, (binary_v<Op> ? 2 : 1) * n * sizeof(T), heavy_v<Op>)) {
+      if constexpr (has_dynamic_deep(family_v<Op>, heavy_v<Op>)) {
+        if (dynamic_depth(pol, family_v<Op>, heavy_v<Op>) == depth::deep) {
+          launch_dynamic_shape<T, Op, depth::deep>(d_in, n, d_out, c);
+          return;
+        }
+      }
+      launch_dynamic_shape<T, Op, depth::base>(d_in, n, d_out, c);
+      return;
+    }
   }
   static std::atomic<int> chosen[64] = {};
   const launch_choice ch = choose_shape(chosen, reduce_kernel_of<T, Op, depth::base>(),

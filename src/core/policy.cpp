@@ -50,18 +50,23 @@ const std::vector<measured_entry>& measured_entries() {
        "H100 80GB HBM3, 2026-11-23, tally bench tune --measure (docs/data/tune-h100.md as of commit 64a6b5d)",
        "base shapes of 64 KiB in flight per SM read at 100.5% of the ceiling (f32 sum at 2^30); the "
        "statistics' deep shape 99.2% of the fast sum at 2^28 against 97.3% for base",
-       true,
+       {kDynBase, kDynBase, kDynBase, kDynOff},
        "2026-11-24, tally bench core: f32 sum at 2^28 / 2^30 341.4 / 1347.2 us against the strided "
-       "grid's 346.7 / 1386.0 (CUB 346.2 / 1384.6)"},
+       "grid's 346.7 / 1386.0 (CUB 346.2 / 1384.6); base, not deep: 2026-11-28 01:44 UTC, tally bench "
+       "tune (docs/data/tune-h100-1128.md): f32 sum at 2^30 1349.4 us against 1356.1, argmax f32 "
+       "1348.4 against 1361.1"},
       {"NVIDIA H200", 132, {-1, -1, -1, -1},
        "H200, 2026-11-23, tally bench tune --measure (docs/data/tune-h200.md)",
        "base shapes of 64 KiB in flight per SM read at 101% of the ceiling (f32 sum at 2^30, "
        "ld.global.nc); the statistics' deep shape 97.7% of the fast sum at 2^28 against 92% for base",
-       false,
-       "2026-11-24, tally bench core / numerics: the dynamic schedule was slower (f32 sum at 2^28 "
-       "244.3 us against CUB 238.9; argmax f32 306.7 against 243.1); again 2026-11-26 19:31 UTC "
-       "without spills (docs/data/schedules-h200.md: slower by more than 0.5% in 13 rows of 37, "
-       "faster in 4; argmax f32 at 2^28 291.4 against 241.1 strided)"},
+       {kDynDeep, kDynDeep, kDynOff, kDynOff},
+       "2026-11-28 13:37 UTC, tally bench tune (docs/data/tune-h200-1128.md; the last block's fold "
+       "of the chunks' partials batched): deep, 512 x 8 at two blocks an SM: f32 sum at 2^28 / 2^30 "
+       "233.5 / 920.4 us against the strided grid's 234.3 / 925.1 (CUB 234.6 / 922.4), argmax f32 "
+       "235.0 / 921.2 against 234.9 / 929.3 (CUB 238.6 / 932.7; base, one block an SM, 275.7 / "
+       "943.4), f64 sum at 2^27 / 2^29 234.4 / 918.4 (CUB 235.6 / 926.4). Dot keeps the strided "
+       "grid (docs/data/schedules-h200-1128.md: dynamic f64 at 2^26 / 2^28 247.8 / 984.5 us against "
+       "239.0 / 945.3)"},
   };
   return entries;
 }
@@ -79,14 +84,30 @@ device_policy make_policy(const device_facts& f) {
   }
   for (const measured_entry& e : measured_entries())
     if (f.name == e.name && f.sm_count == e.sm_count) p.entry = &e;
-  p.dynamic = p.entry && p.entry->dynamic;
+  if (p.entry)
+    for (int k = 0; k < kFamilies; ++k) p.dynamic[k] = p.entry->dynamic[k];
   return p;
 }
 
-bool uses_dynamic(const device_policy& p, std::uint64_t bytes) {
+bool uses_dynamic(const device_policy& p, family f, std::uint64_t bytes, bool heavy) {
   const int forced = g_forced_dynamic.load(std::memory_order_relaxed);
   if (forced == kDynamicOff || forced == kDynamicEverySize) return forced == kDynamicEverySize;
-  return (forced == kDynamicPastSizeRule || p.dynamic) && dynamic_schedule(bytes, p.facts.l2_bytes);
+  if (forced != kDynamicPastSizeRule) {
+    if (p.dynamic[static_cast<int>(f)] == kDynOff) return false;
+    if (heavy && has_dynamic_deep(f, false) && dynamic_depth(p, f, false) == depth::deep) return false;
+  }
+  return dynamic_schedule(bytes, p.facts.l2_bytes);
+}
+
+depth dynamic_depth(const device_policy& p, family f, bool heavy) {
+  if (!has_dynamic_deep(f, heavy)) return depth::base;
+  const int forced = g_forced.load(std::memory_order_relaxed);
+  if (forced == 0 || forced == 1) return static_cast<depth>(forced);
+  const int e = p.dynamic[static_cast<int>(f)];
+  if (e == kDynBase || e == kDynDeep) return e == kDynDeep ? depth::deep : depth::base;
+  const shape b = dynamic_shape(4, f, depth::base);
+  const double kept = inflight_bytes(b, b.min_blocks, false);
+  return kept >= kDynamicMergeMargin * p.need_bytes_per_sm ? depth::base : depth::deep;
 }
 void force_dynamic(int d) {
   g_forced_dynamic.store(d >= kDynamicOff && d <= kDynamicPastSizeRule ? d : kDynamicByPolicy, std::memory_order_relaxed);
@@ -169,14 +190,24 @@ std::vector<std::pair<std::string, std::string>> explain(const device_policy& p)
   } else {
     v.emplace_back("measured entry", "none: the rule alone (docs/tuning.md says how to add one)");
   }
-  if (p.dynamic)
-    std::snprintf(buf, sizeof buf, "from %.0f MiB (%d x L2), one-pass ops but the heavy ones: %s",
-                  p.facts.l2_bytes * double(kDynamicL2Multiple) / 1048576.0, int(kDynamicL2Multiple),
-                  p.entry->dynamic_measured);
-  else
-    std::snprintf(buf, sizeof buf, "off: %s",
-                  p.entry ? p.entry->dynamic_measured : "no measured entry (on only where measured faster)");
-  v.emplace_back("dynamic schedule", buf);
+  std::string fams;
+  for (int k = 0; k < kFamilies; ++k) {
+    if (static_cast<family>(k) == family::exact || p.dynamic[k] == kDynOff) continue;
+    const depth d = dynamic_depth(p, static_cast<family>(k), false);
+    fams += std::string(fams.empty() ? "" : ", ") + to_string(static_cast<family>(k)) +
+            (d == depth::deep ? " (deep)" : " (base)");
+  }
+  if (!fams.empty()) {
+    std::snprintf(buf, sizeof buf, "from %.0f MiB (%d x L2) for ",
+                  p.facts.l2_bytes * double(kDynamicL2Multiple) / 1048576.0, int(kDynamicL2Multiple));
+    v.emplace_back("dynamic schedule", buf + fams +
+                                           " (stats keep the strided grid; compensated sums take base where "
+                                           "their family does, else the strided grid): " +
+                                           p.entry->dynamic_measured);
+  } else {
+    const char* why = p.entry ? p.entry->dynamic_measured : "no measured entry (on only where measured faster)";
+    v.emplace_back("dynamic schedule", std::string("off: ") + why);
+  }
   const int forced = forced_depth();
   if (forced >= 0) v.emplace_back("forced depth", forced ? "deep" : "base");
   const int fd = forced_dynamic();

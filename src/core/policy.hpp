@@ -39,6 +39,8 @@ struct device_facts {
   double bandwidth_gbps = 0;  // theoretical: 2 x memory clock x bus width
 };
 
+inline constexpr int kDynRule = -1, kDynOff = 0, kDynBase = 1, kDynDeep = 2;
+
 // A GPU measured here, and what the measurement says about the rule on it.
 struct measured_entry {
   const char* name;       // cudaDeviceProp::name, as the driver reports it
@@ -46,7 +48,11 @@ struct measured_entry {
   int depth[kFamilies];   // per family: -1 the rule decides (it agreed with the measurement), else the depth to use
   const char* run;        // the run the figures come from (machine, date, file under docs/data)
   const char* measured;   // the figures that decided it
-  bool dynamic;           // the one-pass ops' dynamic schedule past kDynamicL2Multiple x L2 (tuning.hpp)
+  // Per family, the one-pass ops' schedule past kDynamicL2Multiple x L2 (tuning.hpp): kDynOff (the
+  // strided grid), kDynBase or kDynDeep (the dynamic schedule in that shape, tuning.hpp's
+  // dynamic_shape), kDynRule (the dynamic schedule, its shape by the rule). The exact family's
+  // entry is not read (exact_dynamic decides it).
+  int dynamic[kFamilies];
   const char* dynamic_measured;  // the figures that decided it
 };
 const std::vector<measured_entry>& measured_entries();
@@ -57,9 +63,10 @@ struct device_policy {
   double need_bytes_per_sm = 0;  // bandwidth / SMs x inflight_us
   grid_policy grid;
   // The one-pass ops take the dynamic schedule past kDynamicL2Multiple x L2 on GPUs where it was
-  // measured faster (a measured entry); elsewhere the strided grid, which was never more than
-  // 0.5% behind it on either GPU measured (docs/tuning.md).
-  bool dynamic = false;
+  // measured faster (a measured entry, per family: kDynOff ... kDynDeep); elsewhere the strided
+  // grid (kDynOff), never more than 0.5% behind it on either GPU before their entries were
+  // measured (docs/tuning.md).
+  int dynamic[kFamilies] = {kDynOff, kDynOff, kDynOff, kDynOff};
   const measured_entry* entry = nullptr;  // the measured entry for this GPU, if any
 };
 
@@ -80,7 +87,18 @@ std::string why_depth(const device_policy& p, family f, double inflight_base, do
 
 // Whether an op of the one-pass kernel reads `bytes` in the dynamic schedule on this device
 // (force_dynamic wins over the policy).
-bool uses_dynamic(const device_policy& p, std::uint64_t bytes);
+// heavy: an op whose fold costs more than its load (the compensated sums), which has no deep
+// shape; it keeps the strided grid where its family's light ops take deep (one block an SM stops
+// loading while it merges a chunk, and heavy ops merge most: H200, 2026-11-28 13:26 UTC,
+// compensated f64 at 2^26 / 2^28 90.9 / 94.3% of the fast sum in base chunks, 98.6 / 99.3%
+// strided at 10:49 UTC). force_dynamic's settings take heavy ops along.
+bool uses_dynamic(const device_policy& p, family f, std::uint64_t bytes, bool heavy = false);
+// The dynamic schedule's shape for family f (heavy: the op's fold costs more than its load) on
+// this device: the entry's, else the rule's: base where its one block an SM keeps
+// kDynamicMergeMargin x the need in flight (it loads nothing while it merges a chunk), else deep.
+// Ops without a deep shape (has_dynamic_deep) take base. force_depth wins over both.
+depth dynamic_depth(const device_policy& p, family f, bool heavy);
+inline constexpr double kDynamicMergeMargin = 1.25;
 // Force the dynamic schedule on at every size (1: tests, so that small inputs exercise it too),
 // off (0), on past its size rule as if the GPU's measured entry said so (2: `tally bench core
 // --schedule dynamic`), or -1 for the policy. Takes effect for launches after the call.

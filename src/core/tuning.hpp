@@ -170,9 +170,21 @@ constexpr bool dynamic_schedule(std::uint64_t bytes, std::uint64_t l2_bytes) {
 // 32 KiB: 1402.5 / 1022.7); ops with a fold of their own and dot (two inputs) take 512 x 8 (H100,
 // `tally bench numerics`: argmax f32 at 2^30 1347.3 us, CUB 1447.3; dot f32 2693.8, cuBLAS
 // 2781.6).
-constexpr shape dynamic_shape(int elem_bytes, family f) {
-  (void)elem_bytes;
+// `deep`: 512 x 8 at two blocks an SM (four accumulators, two for 8-byte elements: eight spilled
+// in the f32 min/max kernels at the 64-register cap), for GPUs whose SMs need more in flight
+// than a one-block shape keeps: a lone block has nothing in flight while it merges its chunk and
+// takes the next. `tally bench tune` on the
+// H200 (2026-11-28 12:58 UTC, docs/data/tune-h200-1128.md): argmax f32 at 2^28 / 2^30 239.0 /
+// 937.6 us against base's 289.6 / 985.6 (strided 240.0 / 949.1, CUB 243.0 / 957.4); f32 sum
+// 237.3 / 935.6 against 239.0 / 935.5; on the H100 (2026-11-28 01:44 UTC) base was as fast or
+// faster (f32 sum at 2^30 1349.4 against 1356.1). One-input ops with a light fold only
+// (has_dynamic_deep): the heavy ones' registers do not fit two blocks an SM.
+constexpr shape dynamic_shape(int elem_bytes, family f, depth d = depth::base) {
+  if (d == depth::deep) return shape{512, 8, 2, elem_bytes == 8 ? 2 : 4};
   return f == family::plain ? shape{512, 16, 1, 8} : shape{512, 8, 1, 8};
+}
+constexpr bool has_dynamic_deep(family f, bool heavy) {
+  return !heavy && (f == family::plain || f == family::folding);
 }
 // The chunks' partials fill at most this many bytes of a workspace's partial slots (every
 // workspace, captured or not, has them), so a call cuts its body the same way wherever it runs.

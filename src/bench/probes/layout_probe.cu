@@ -4,7 +4,8 @@
 //   chunk    one block per contiguous chunk of one round, a partial per block
 //   dyn      a resident grid taking chunks from a counter, a partial per chunk (tally's dynamic
 //            schedule, src/core/device.cuh); `pipelined`: the next chunk's loads are issued before
-//            this chunk's block reduce
+//            this chunk's block reduce; `serial combine`: the last block's loads of the partials
+//            one at a time
 //   even     CUB's layout: a grid of `waves` x the resident grid, each block one contiguous range
 //            of whole tiles (B x U vectors, thread t reading vectors t, t + B, ...) walked in order
 // and CUB DeviceReduce::Sum, all in one process, graph replay of a batch, every variant in turn in
@@ -45,8 +46,10 @@ __device__ float block_sum(float v) {
   return v;
 }
 
-// The last block to arrive adds the nslots partials in order and resets the counters.
-template <int B>
+// The last block to arrive adds the nslots partials in order and resets the counters. Thread t
+// adds slots t, t + B, ... in that order, its loads K at a time (K = 1: one L2 round trip a slot,
+// as tally's dynamic schedule did until 2026-11-28; the same sum either way).
+template <int B, int K = 16>
 __device__ void finish(unsigned nslots, float* partials, unsigned* counter, float* out) {
   __shared__ bool last;
   if (threadIdx.x == 0) {
@@ -57,7 +60,15 @@ __device__ void finish(unsigned nslots, float* partials, unsigned* counter, floa
   if (!last) return;
   __threadfence();
   float p = 0.f;
-  for (unsigned b = threadIdx.x; b < nslots; b += B) p += __ldcg(partials + b);
+  unsigned b = threadIdx.x;
+  for (; b + (K - 1) * B < nslots; b += K * B) {
+    float v[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) v[k] = __ldcg(partials + b + k * B);
+#pragma unroll
+    for (int k = 0; k < K; ++k) p += v[k];
+  }
+  for (; b < nslots; b += B) p += __ldcg(partials + b);
   p = block_sum<B>(p);
   if (threadIdx.x == 0) {
     *out = p;
@@ -140,7 +151,7 @@ __global__ void __launch_bounds__(B, MB)
   finish<B>(gridDim.x, partials, counter, out);
 }
 
-template <int B, int V, int MB, bool Pipelined>
+template <int B, int V, int MB, bool Pipelined, int K = 16>
 __global__ void __launch_bounds__(B, MB)
     dyn_kernel(const float4* __restrict__ in, size_t nvec, unsigned chunks, float* partials, unsigned* counter, float* out) {
   __shared__ unsigned next[2];
@@ -178,7 +189,7 @@ __global__ void __launch_bounds__(B, MB)
       c = next[k];
     }
   }
-  finish<B>(chunks, partials, counter, out);
+  finish<B, K>(chunks, partials, counter, out);
 }
 
 __global__ void fill(float* d, size_t n) {
@@ -253,6 +264,7 @@ int main(int argc, char** argv) {
     add("strided 512x8, 2/SM", strided_kernel<512, 8, 2>, 512, 0, true);
     add("chunk 512x16 (128K)", chunk_kernel<512, 16, 1>, 512, 512 * 16, false);
     add("dyn 512x16 (128K)", dyn_kernel<512, 16, 1, false>, 512, 512 * 16, true);
+    add("dyn 512x16, serial combine", dyn_kernel<512, 16, 1, false, 1>, 512, 512 * 16, true);
     add("dyn 512x8 (64K)", dyn_kernel<512, 8, 2, false>, 512, 512 * 8, true);
     add("dyn 256x8 (32K)", dyn_kernel<256, 8, 4, false>, 256, 256 * 8, true);
     add("dyn 256x16 (64K)", dyn_kernel<256, 16, 2, false>, 256, 256 * 16, true);
