@@ -43,6 +43,7 @@ struct communicator::impl {
   dist_options opt;
   cudaStream_t stream = nullptr;  // the exchange's stream
   cudaEvent_t ready = nullptr;    // the shard's partial is written (on the caller's stream)
+  cudaEvent_t header = nullptr;   // the rank's header is in d_mine (on the exchange's stream)
   unsigned char* d_mine = nullptr;     // this rank's record
   unsigned char* d_all = nullptr;      // device scratch of the init's exchange
   unsigned char* h_mine = nullptr;     // pinned mirrors

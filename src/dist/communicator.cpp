@@ -74,6 +74,8 @@ void allocate(communicator::impl& c) {
   const std::size_t rb = record_bytes();
   check_cuda(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking), "cudaStreamCreate(the communicator's stream)");
   check_cuda(cudaEventCreateWithFlags(&c.ready, cudaEventDisableTiming), "cudaEventCreate(the communicator's event)");
+  check_cuda(cudaEventCreateWithFlags(&c.header, cudaEventDisableTiming),
+             "cudaEventCreate(the communicator's header event)");
   check_cuda(cudaMalloc(reinterpret_cast<void**>(&c.d_mine), rb), "cudaMalloc(the communicator's record)");
   check_cuda(cudaMalloc(reinterpret_cast<void**>(&c.d_all), rb * static_cast<std::size_t>(c.size)),
              "cudaMalloc(the communicator's records of every rank)");
@@ -269,6 +271,7 @@ communicator::impl::~impl() {
   cudaFreeHost(h_all);
 
   if (ready != nullptr) cudaEventDestroy(ready);
+  if (header != nullptr) cudaEventDestroy(header);
   if (stream != nullptr) cudaStreamDestroy(stream);
   (void)cudaGetLastError();
   if (got) (void)cudaSetDevice(was);

@@ -31,19 +31,38 @@ namespace {
 // `stream` into d_mine; then its header. Never throws for a bad argument of the call (nor for a
 // capturing stream or a failed launch): the error goes into the header, so that every rank
 // learns of it in the exchange. A failure after that aborts the communicator. Returns this rank's
-// own error ("" when none), whole (the header holds only its first 199 characters).
-std::string prepare(communicator::impl& c, const shard& sh, const chunked::spec& s, cudaStream_t stream) {
+// own error ("" when none), whole (the header holds only its first 199 characters). *exchange:
+// the stream the all-gather goes on (null: the communicator's, after the partial).
+std::string prepare(communicator::impl& c, const shard& sh, const chunked::spec& s, cudaStream_t stream,
+                    cudaStream_t* exchange = nullptr) {
   const std::string own = launch_partial(c, sh, s, stream, c.d_mine, false);
   // The header goes on the communicator's own stream, while the shard's kernels run on the
-  // caller's (its bytes are not the partial's); then the exchange waits for the partial. Where
-  // this rank failed (its stream may be capturing or broken) it waits for nothing of that stream.
+  // caller's (its bytes are not the partial's). Where this rank failed (its stream may be
+  // capturing or broken) the exchange waits for nothing of that stream, on the communicator's.
+  // Else, given `exchange`, the all-gather follows the partial on the caller's stream, which waits
+  // for the header first (copied long before the shard is read): no wait across streams between
+  // the shard's last block and the exchange (tally bench dist on two H200s, 2026-11-28: a
+  // one-element call 25.7 us against 30.9 before, the all-gather alone 15.9 against 18.4 on
+  // that machine: about 2.7 us less of tally's own; docs/data/bench-dist-h200x2-1128{a,}.md).
+  // Without `exchange` (one process driving every rank), the communicator's stream waits for
+  // the partial.
   try {
     const header h = make_header(s, c.rank, c.size, sh.n, sh.first, own);
     std::memcpy(c.h_mine, &h, sizeof h);
     check_cuda(cudaMemcpyAsync(c.d_mine, c.h_mine, sizeof h, cudaMemcpyHostToDevice, c.stream),
                "cudaMemcpyAsync(the rank's header)");
-    check_cuda(cudaEventRecord(c.ready, own.empty() ? stream : c.stream), "cudaEventRecord(the shard's partial)");
-    if (own.empty()) check_cuda(cudaStreamWaitEvent(c.stream, c.ready, 0), "cudaStreamWaitEvent(the shard's partial)");
+    if (own.empty() && exchange != nullptr) {
+      check_cuda(cudaEventRecord(c.header, c.stream), "cudaEventRecord(the rank's header)");
+      check_cuda(cudaStreamWaitEvent(stream, c.header, 0), "cudaStreamWaitEvent(the rank's header)");
+      check_cuda(cudaEventRecord(c.ready, stream), "cudaEventRecord(the shard's partial)");
+      *exchange = stream;
+    } else {
+      check_cuda(cudaEventRecord(c.ready, own.empty() ? stream : c.stream),
+                 "cudaEventRecord(the shard's partial)");
+      if (own.empty())
+        check_cuda(cudaStreamWaitEvent(c.stream, c.ready, 0), "cudaStreamWaitEvent(the shard's partial)");
+      if (exchange != nullptr) *exchange = c.stream;
+    }
   } catch (...) {
     abort_comm(c);
     throw;
@@ -51,11 +70,11 @@ std::string prepare(communicator::impl& c, const shard& sh, const chunked::spec&
   return own;
 }
 
-// The all-gather on the communicator's stream. A non-blocking communicator may answer
+// The all-gather on `stream` (prepare's choice). A non-blocking communicator may answer
 // ncclInProgress before the collective is on the stream: then it is waited for, so that the copy
 // queued after it is ordered after it.
-void enqueue_exchange(communicator::impl& c) {
-  const ncclResult_t r = ncclAllGather(c.d_mine, c.h_all, record_bytes(), ncclUint8, c.comm, c.stream);
+void enqueue_exchange(communicator::impl& c, cudaStream_t stream) {
+  const ncclResult_t r = ncclAllGather(c.d_mine, c.h_all, record_bytes(), ncclUint8, c.comm, stream);
   if (r != ncclSuccess && r != ncclInProgress) {
     abort_comm(c);
     check_nccl(r, "ncclAllGather(the ranks' partials)");
@@ -89,10 +108,11 @@ void check_all(const communicator::impl& c, const chunked::spec& s, const std::s
 void run_rank(communicator::impl& c, const shard& sh, const chunked::spec& s, stream_t stream) {
   device_scope on(c.device);
   core::relaxed_capture_scope waits_allowed;  // a capturing caller's stream is refused, not fatal
-  const std::string own = prepare(c, sh, s, reinterpret_cast<cudaStream_t>(stream));
-  enqueue_exchange(c);
+  cudaStream_t exchange = c.stream;
+  const std::string own = prepare(c, sh, s, reinterpret_cast<cudaStream_t>(stream), &exchange);
+  enqueue_exchange(c, exchange);
   const auto start = after_own_work(c);
-  wait_for(c, c.stream, "ncclAllGather(the ranks' partials)", start);
+  wait_for(c, exchange, "ncclAllGather(the ranks' partials)", start);
   check_all(c, s, own.empty() ? own : "rank " + std::to_string(c.rank) + " failed: " + own);
 }
 
