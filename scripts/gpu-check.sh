@@ -10,7 +10,7 @@
 # (tally bench host, tally bench cpu and scripts/host-file-check.py: host memory and files end to end), python
 # (scripts/python-bench.py: tally.sum vs torch and cupy), pytest (the Python tests alone; the test
 # stage runs them too), calls (tally bench calls: the host cost of one small call and of the
-# driver queries behind the memory checks), lab (tally lab run), sweep (tally lab sweep), tune
+# driver queries behind the memory checks, and a blocking call's round trip), lab (tally lab run), sweep (tally lab sweep), tune
 # (tally bench tune --measure: the policy's choice and the shape sweeps), layout
 # (tally_layout_probe: the 1-D sum's layouts against CUB; TALLY_PROBE_SIZES), schedules (bench core and
 # the argmax/dot tables of bench numerics twice, --schedule strided and --schedule dynamic: whether

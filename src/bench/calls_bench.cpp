@@ -48,6 +48,125 @@ double host_us(const calls_bench_options& opt, cudaStream_t s, F&& f) {
   return median(us);
 }
 
+// Host microseconds per call of f, a call that waits for its own result: `loops` loops of
+// `calls`, the median loop.
+template <class F>
+double trip_us(int calls, int loops, F&& f) {
+  for (int i = 0; i < std::max(3, calls / 10); ++i) f();
+  std::vector<double> us;
+  for (int l = 0; l < loops; ++l) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < calls; ++i) f();
+    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / calls);
+  }
+  return median(us);
+}
+
+struct pinned_words {
+  unsigned int* p = nullptr;
+  pinned_words() { check(cudaMallocHost(reinterpret_cast<void**>(&p), 64), "cudaMallocHost(bench calls)"); }
+  ~pinned_words() { cudaFreeHost(p); }
+  pinned_words(const pinned_words&) = delete;
+  pinned_words& operator=(const pinned_words&) = delete;
+};
+
+// A blocking call's round trip, part by part: what the host waits for beyond the kernel itself
+// (the launch reaching the GPU, the copy of the result, the synchronise), at 2^10 and at 2^27
+// f32 (512 MiB, an issue-13 shard: 2^28 over two GPUs), against the same kernels replayed in a
+// graph, where none of it shows.
+table round_trips(const calls_bench_options& opt, cudaStream_t s) {
+  const auto sync = [&] { check(cudaStreamSynchronize(s), "cudaStreamSynchronize(bench calls)"); };
+  pinned_words host;
+  device_buffer dev_out(64);
+  auto* d_word = static_cast<unsigned int*>(dev_out.get());
+  const auto to_host = [&] {
+    check(cudaMemcpyAsync(host.p, dev_out.get(), 4, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync(bench calls)");
+  };
+  options off;
+  off.check_memory = false;  // the result into pinned host memory: not a place reduce checks for
+  const stream_t ts = reinterpret_cast<stream_t>(s);
+  struct row {
+    std::string what;
+    std::uint64_t n;
+    std::function<void()> f;
+  };
+  const std::uint64_t big = std::uint64_t(1) << 27;
+  device_buffer small_in(1024 * sizeof(float)), big_in(big * sizeof(float));
+  fill_random(small_in.get(), 1024, dtype::f32, 7, -1.0, 1.0, s);
+  fill_random(big_in.get(), big, dtype::f32, 7, -1.0, 1.0, s);
+  sync();
+  std::vector<row> rows = {
+      {"cudaStreamSynchronize, nothing queued", 0, [&] { sync(); }},
+      {"cudaMemcpyAsync of 4 B to pinned host + synchronize", 0, [&] { to_host(); sync(); }},
+      {"an empty kernel + synchronize", 0, [&] { check(launch_empty(s, false), "empty kernel"); sync(); }},
+      {"an empty kernel + 4 B copied to the host + synchronize", 0,
+       [&] { check(launch_empty(s, false), "empty kernel"); to_host(); sync(); }},
+      {"one thread storing 4 B into device memory + synchronize", 0,
+       [&] { check(launch_store(s, d_word, 1), "store kernel"); sync(); }},
+      {"one thread storing 4 B into pinned host memory + synchronize", 0,
+       [&] { check(launch_store(s, host.p, 1), "store kernel"); sync(); }},
+      {"one thread storing 4 B into pinned host memory, the host spinning on it", 0,
+       [&] {
+         volatile unsigned int* h = host.p;
+         *h = 0;
+         check(launch_store(s, host.p, 1), "store kernel");
+         while (*h == 0) {
+         }
+       }},
+  };
+  void* d_out = dev_out.get();
+  for (const std::uint64_t n : {std::uint64_t(1024), big}) {
+    const void* in = n == big ? big_in.get() : small_in.get();
+    rows.push_back({"tally::reduce into device memory + synchronize", n, [in, n, d_out, ts, &sync] {
+                      reduce(in, n, dtype::f32, op::sum, d_out, ts);
+                      sync();
+                    }});
+    rows.push_back({"tally::reduce into device memory + 4 B copied to the host + synchronize", n,
+                    [in, n, d_out, ts, &sync, &to_host] {
+                      reduce(in, n, dtype::f32, op::sum, d_out, ts);
+                      to_host();
+                      sync();
+                    }});
+    rows.push_back({"tally::reduce into pinned host memory + synchronize", n, [in, n, ts, off, &sync, &host] {
+                      reduce(in, n, dtype::f32, op::sum, host.p, ts, off);
+                      sync();
+                    }});
+    rows.push_back({"tally::reduce_value (blocking)", n, [in, n, ts] { (void)reduce_value(in, n, dtype::f32, op::sum, ts); }});
+  }
+  (void)opt;
+  table t{"a blocking call's round trip (host us per call, each call waits for its result; f32)",
+          {{"what", "what"}, {"n", "n"}, {"us", "us", 2}, {"over", "over the graph replay", 2}},
+          {}};
+  // The kernels alone: tally::reduce replayed from a graph of many calls (per call).
+  std::vector<double> graph_us;
+  for (const std::uint64_t n : {std::uint64_t(1024), big}) {
+    const void* in = n == big ? big_in.get() : small_in.get();
+    const int k = n == big ? 20 : 200;
+    cudaGraph_t g = nullptr;
+    cudaGraphExec_t ge = nullptr;
+    check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture(bench calls)");
+    for (int i = 0; i < k; ++i) reduce(in, n, dtype::f32, op::sum, dev_out.get(), ts);
+    check(cudaStreamEndCapture(s, &g), "cudaStreamEndCapture(bench calls)");
+    check(cudaGraphInstantiate(&ge, g, 0), "cudaGraphInstantiate(bench calls)");
+    const double us = trip_us(n == big ? 10 : 100, opt.loops, [&] {
+                        check(cudaGraphLaunch(ge, s), "cudaGraphLaunch(bench calls)");
+                        sync();
+                      }) / k;
+    check(cudaGraphExecDestroy(ge), "cudaGraphExecDestroy");
+    check(cudaGraphDestroy(g), "cudaGraphDestroy");
+    graph_us.push_back(us);
+    t.rows.push_back({{"what", "tally::reduce, graph replay (per call; the kernel alone)"}, {"n", n}, {"us", us}, {"over", 0.0}});
+  }
+  for (const row& r : rows) {
+    const double us = trip_us(r.n == big ? 200 : 2000, opt.loops, r.f);
+    if (r.n == 0)
+      t.rows.push_back({{"what", r.what}, {"n", "-"}, {"us", us}, {"over", "-"}});
+    else
+      t.rows.push_back({{"what", r.what}, {"n", r.n}, {"us", us}, {"over", us - graph_us[r.n == big ? 1 : 0]}});
+  }
+  return t;
+}
+
 }  // namespace
 
 report run_calls_bench(const calls_bench_options& opt) {
@@ -125,9 +244,12 @@ report run_calls_bench(const calls_bench_options& opt) {
   for (const auto& g : got)
     if (g.first == "tally::reduce, memory checks off") base = std::min(base, g.second);
   for (const auto& g : got) r.rows.push_back({{"call", g.first}, {"us", g.second}, {"over", g.second - base}});
+  say("round trips");
+  table rt = round_trips(opt, s);
   check(cudaStreamDestroy(s), "cudaStreamDestroy(bench calls)");
   rep.tables.push_back(std::move(q));
   rep.tables.push_back(std::move(r));
+  rep.tables.push_back(std::move(rt));
   return rep;
 }
 

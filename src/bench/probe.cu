@@ -153,7 +153,28 @@ struct empty_args {
 __global__ void empty_kernel(empty_args a) {
   if (a.n == ~std::uint64_t(0)) *static_cast<int*>(a.out) = 0;  // never: keeps the argument live
 }
+__global__ void store_kernel(unsigned int* p, unsigned int v) { *p = v; }
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__global__ void spin_kernel(unsigned long long ns) {
+  const unsigned long long t0 = global_ns();
+  while (global_ns() - t0 < ns) {
+  }
+}
 }  // namespace
+
+cudaError_t launch_store(cudaStream_t stream, unsigned int* p, unsigned int v) {
+  store_kernel<<<1, 1, 0, stream>>>(p, v);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_spin(cudaStream_t stream, unsigned long long ns) {
+  spin_kernel<<<1, 32, 0, stream>>>(ns);
+  return cudaGetLastError();
+}
 
 cudaError_t launch_empty(cudaStream_t stream, bool pdl) {
   empty_args a{nullptr, 0, nullptr, nullptr, nullptr, nullptr};

@@ -37,4 +37,13 @@ void fill_bytes(void* d, std::size_t bytes, unsigned char value, cudaStream_t st
 // tally launches its kernels. `tally bench calls`: the launch's own host cost.
 cudaError_t launch_empty(cudaStream_t stream, bool pdl);
 
+// Enqueues one thread that stores `v` at p (device memory, or pinned host memory the GPU maps at
+// the same address): `tally bench calls`' round trips, a result written straight to the host.
+cudaError_t launch_store(cudaStream_t stream, unsigned int* p, unsigned int v);
+
+// Enqueues one warp that spins for `ns` nanoseconds of the GPU's global timer: a long kernel
+// whose end is what comes after it waits for (`tally bench dist`: what an exchange costs after a
+// shard's kernel, its host enqueue hidden behind the spin).
+cudaError_t launch_spin(cudaStream_t stream, unsigned long long ns);
+
 }  // namespace tally::bench

@@ -377,7 +377,7 @@ void host_reduce(const char* fn, const spec& s, const source* src, int inputs, s
     accumulation acc(exact, dev, stream, *st.one_shot);
     unsigned char bytes[accumulation_memory::kMaxPartial] = {};
     const std::size_t size = encode_result(s, reduce_host_shared(s, acc, n, src[0].p), bytes);
-    check_cuda(cudaMemcpyAsync(d_out, bytes, size, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync(the result to d_out)");
+    check_cuda(cudaMemcpyAsync(d_out, bytes, size, cudaMemcpyDefault, stream), "cudaMemcpyAsync(the result to d_out)");
     return;
   }
   accumulation acc(s, dev, stream, *st.one_shot);
@@ -392,7 +392,7 @@ void host_reduce(const char* fn, const spec& s, const source* src, int inputs, s
     size = encode_result(s, acc.result(), bytes);
   }
   // From pageable memory: returns once the bytes are staged, so the local may go.
-  check_cuda(cudaMemcpyAsync(d_out, bytes, size, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync(the result to d_out)");
+  check_cuda(cudaMemcpyAsync(d_out, bytes, size, cudaMemcpyDefault, stream), "cudaMemcpyAsync(the result to d_out)");
 }
 
 }  // namespace tally::chunked

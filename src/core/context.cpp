@@ -169,10 +169,9 @@ std::unique_ptr<workspace> make_capture_workspace(device_slot& slot) {
 }  // namespace
 
 void carve_tail(workspace& w, char* tail) {
-  static_assert(kTailChunkNextOffset + 4 <= kTailResultOffset && kTailResultOffset + 64 <= kTailExactOffset);
+  static_assert(kTailChunkNextOffset + 4 <= kTailExactOffset);
   w.d_counter = reinterpret_cast<unsigned int*>(tail + kTailCounterOffset);
   w.d_chunk_next = reinterpret_cast<unsigned int*>(tail + kTailChunkNextOffset);
-  w.d_result = tail + kTailResultOffset;
   w.d_exact = reinterpret_cast<long long*>(tail + kTailExactOffset);
   w.d_seg_status = reinterpret_cast<unsigned long long*>(tail + kSegStatusOffset);
   w.d_seg_counters = reinterpret_cast<unsigned int*>(tail + kSegCountersOffset);

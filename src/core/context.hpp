@@ -76,8 +76,8 @@ struct workspace {
   unsigned long long* d_seg_status = nullptr;  // segmented: the ragged offsets' check word
   unsigned int* d_seg_counters = nullptr;      // segmented: kSegCounters counters, zero between calls
   void* d_seg_scratch = nullptr;               // segmented: partials, kSegScratchBytes, made on first use
-  void* d_result = nullptr;            // 64 bytes for reduce_value
-  void* h_result = nullptr;            // pinned mirror of d_result
+  void* h_result = nullptr;            // 64 bytes of pinned host memory: the blocking calls' result,
+                                       // stored there by the kernels
   std::mutex result_mutex;             // reduce_value: launch, copy back and read as one step
   ~workspace();
 };
@@ -86,11 +86,11 @@ inline constexpr int kMaxBlocks = 4096;
 // resident grid, and so the partials a workspace made for a captured call needs.
 inline constexpr int kMinBlockThreads = 256;
 inline constexpr int kMaxAccBytes = 64;
-// The workspace's tail, the bytes after its partial slots (one allocation; every word but the
-// result slot zero between calls): where each field of `workspace` sits in it.
+// The workspace's tail, the bytes after its partial slots (one allocation; every word zero
+// between calls): where each field of `workspace` sits in it.
 inline constexpr std::size_t kTailCounterOffset = 0;       // d_counter
 inline constexpr std::size_t kTailChunkNextOffset = 68;    // d_chunk_next (64-67: unused since 2026-11-27)
-inline constexpr std::size_t kTailResultOffset = 128;      // d_result, 64 bytes
+// 128-255: unused since 2026-11-28 (the blocking calls' result slot, now in pinned host memory)
 inline constexpr std::size_t kTailExactOffset = 256;       // d_exact, exact::kWords * 8 = 1088 bytes
 inline constexpr std::size_t kSegStatusOffset = kTailExactOffset + 1088;  // d_seg_status
 inline constexpr std::size_t kSegCountersOffset = kSegStatusOffset + 64;  // d_seg_counters

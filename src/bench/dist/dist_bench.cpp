@@ -289,6 +289,76 @@ report run(const dist_bench_options& opt, int rank, int size) {
     rep.tables.push_back(std::move(lat));
   }
 
+  // The exchange's own cost on the GPU once a long kernel ends (its host enqueue hidden behind
+  // it): every rank runs a 100 us spin kernel, then the step, then waits; less the spin and a
+  // synchronize alone. What tally::dist pays after its shard's kernel against what a one-GPU
+  // blocking call pays (a 4-byte copy), and the variants of the exchange.
+  {
+    say("after a kernel");
+    constexpr std::size_t kRecord = 1536;
+    constexpr unsigned long long kSpinNs = 100000;
+    device_buffer rec_mine(kRecord), rec_all(kRecord * static_cast<std::size_t>(size));
+    pinned_bytes h_rec(kRecord * static_cast<std::size_t>(size)), h_send(kRecord), h_head(kRecord);
+    check(cudaMemset(rec_mine.get(), 0, kRecord), "cudaMemset");
+    std::memset(h_send.p, 0, kRecord);
+    std::memset(h_head.p, 0, kRecord);
+    ncclComm_t tc = comm->nccl();
+    cudaStream_t side = nullptr;
+    cudaEvent_t head = nullptr, ready = nullptr;
+    check(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), "cudaStreamCreate(bench dist side)");
+    check(cudaEventCreateWithFlags(&head, cudaEventDisableTiming), "cudaEventCreate");
+    check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate");
+    const auto nb = [&](ncclResult_t r) {
+      if (r != ncclInProgress) check_nccl(r, "ncclAllGather (tally's communicator)");
+      ncclResult_t st = ncclInProgress;
+      while (st == ncclInProgress) check_nccl(ncclCommGetAsyncError(tc, &st), "ncclCommGetAsyncError");
+      check_nccl(st, "ncclAllGather (tally's communicator)");
+    };
+    const auto spin = [&] { check(launch_spin(s, kSpinNs), "the spin kernel"); };
+    const auto sync = [&] { check(cudaStreamSynchronize(s), "cudaStreamSynchronize"); };
+    const auto gather = [&](const void* from, void* to, std::size_t bytes) {
+      nb(ncclAllGather(from, to, bytes, ncclUint8, tc, s));
+    };
+    const std::vector<candidate> ck = {
+        {"the spin, then cudaStreamSynchronize", false, [&] { spin(); sync(); }},
+        {"+ 4 B copied to pinned host memory (a one-GPU blocking call's tail)", false,
+         [&] {
+           spin();
+           check(cudaMemcpyAsync(h_rec.p, rec_mine.get(), 4, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync");
+           sync();
+         }},
+        {"+ ncclAllGather 1536 B a rank into pinned host memory (tally::dist's exchange)", false,
+         [&] { spin(); gather(rec_mine.get(), h_rec.p, kRecord); sync(); }},
+        {"+ the same after tally::dist's header wait (side-stream copy, event wait, event)", false,
+         [&] {
+           spin();
+           check(cudaMemcpyAsync(rec_mine.get(), h_head.p, 256, cudaMemcpyHostToDevice, side), "cudaMemcpyAsync");
+           check(cudaEventRecord(head, side), "cudaEventRecord");
+           check(cudaStreamWaitEvent(s, head, 0), "cudaStreamWaitEvent");
+           check(cudaEventRecord(ready, s), "cudaEventRecord");
+           gather(rec_mine.get(), h_rec.p, kRecord);
+           sync();
+         }},
+        {"+ ncclAllGather 64 B a rank into pinned host memory", false,
+         [&] { spin(); gather(rec_mine.get(), h_rec.p, 64); sync(); }},
+        {"+ ncclAllGather 1536 B a rank into device memory", false,
+         [&] { spin(); gather(rec_mine.get(), rec_all.get(), kRecord); sync(); }},
+        {"+ ncclAllGather 1536 B a rank, pinned host memory to pinned host memory", false,
+         [&] { spin(); gather(h_send.p, h_rec.p, kRecord); sync(); }},
+    };
+    const std::vector<double> tk = time_all(ck, opt.quick ? 20 : 60, reps, rank).slowest;
+    table after{"after a kernel: what a step costs once a 100 us kernel ends (us over the spin and a synchronize, "
+                "the slowest rank)",
+                {{"what", "what", -1}, {"us", "us per call", 1}, {"over", "over the first row", 1}},
+                {}};
+    for (std::size_t k = 0; k < ck.size(); ++k)
+      after.rows.push_back({{"what", ck[k].key}, {"us", tk[k]}, {"over", tk[k] - tk[0]}});
+    rep.tables.push_back(std::move(after));
+    check(cudaEventDestroy(head), "cudaEventDestroy");
+    check(cudaEventDestroy(ready), "cudaEventDestroy");
+    check(cudaStreamDestroy(side), "cudaStreamDestroy");
+  }
+
   for (int L : sizes) {
     const std::uint64_t N = std::uint64_t(1) << L;
     const std::uint64_t first = N * static_cast<std::uint64_t>(rank) / size;
