@@ -62,25 +62,18 @@ double trip_us(int calls, int loops, F&& f) {
   return median(us);
 }
 
-struct pinned_words {
-  unsigned int* p = nullptr;
-  pinned_words() { check(cudaMallocHost(reinterpret_cast<void**>(&p), 64), "cudaMallocHost(bench calls)"); }
-  ~pinned_words() { cudaFreeHost(p); }
-  pinned_words(const pinned_words&) = delete;
-  pinned_words& operator=(const pinned_words&) = delete;
-};
-
 // A blocking call's round trip, part by part: what the host waits for beyond the kernel itself
 // (the launch reaching the GPU, the copy of the result, the synchronise), at 2^10 and at 2^27
 // f32 (512 MiB, an issue-13 shard: 2^28 over two GPUs), against the same kernels replayed in a
 // graph, where none of it shows.
 table round_trips(const calls_bench_options& opt, cudaStream_t s) {
   const auto sync = [&] { check(cudaStreamSynchronize(s), "cudaStreamSynchronize(bench calls)"); };
-  pinned_words host;
+  pinned_bytes pinned(64);
+  auto* h_word = reinterpret_cast<unsigned int*>(pinned.p);
   device_buffer dev_out(64);
   auto* d_word = static_cast<unsigned int*>(dev_out.get());
   const auto to_host = [&] {
-    check(cudaMemcpyAsync(host.p, dev_out.get(), 4, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync(bench calls)");
+    check(cudaMemcpyAsync(h_word, dev_out.get(), 4, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync(bench calls)");
   };
   options off;
   off.check_memory = false;  // the result into pinned host memory: not a place reduce checks for
@@ -104,14 +97,18 @@ table round_trips(const calls_bench_options& opt, cudaStream_t s) {
       {"one thread storing 4 B into device memory + synchronize", 0,
        [&] { check(launch_store(s, d_word, 1), "store kernel"); sync(); }},
       {"one thread storing 4 B into pinned host memory + synchronize", 0,
-       [&] { check(launch_store(s, host.p, 1), "store kernel"); sync(); }},
+       [&] { check(launch_store(s, h_word, 1), "store kernel"); sync(); }},
       {"one thread storing 4 B into pinned host memory, the host spinning on it", 0,
        [&] {
-         volatile unsigned int* h = host.p;
+         volatile unsigned int* h = h_word;
          *h = 0;
-         check(launch_store(s, host.p, 1), "store kernel");
-         while (*h == 0) {
-         }
+         check(launch_store(s, h_word, 1), "store kernel");
+         // The stream asked every 4096 spins, so that a failed kernel ends the wait.
+         for (unsigned spins = 1; *h == 0; ++spins)
+           if (spins % 4096 == 0 && cudaStreamQuery(s) != cudaErrorNotReady && *h == 0) {
+             sync();  // throws for a failed kernel
+             if (*h == 0) throw error("tally bench calls: the store kernel ended without its store showing");
+           }
        }},
   };
   void* d_out = dev_out.get();
@@ -127,13 +124,12 @@ table round_trips(const calls_bench_options& opt, cudaStream_t s) {
                       to_host();
                       sync();
                     }});
-    rows.push_back({"tally::reduce into pinned host memory + synchronize", n, [in, n, ts, off, &sync, &host] {
-                      reduce(in, n, dtype::f32, op::sum, host.p, ts, off);
+    rows.push_back({"tally::reduce into pinned host memory + synchronize", n, [in, n, ts, off, h_word, &sync] {
+                      reduce(in, n, dtype::f32, op::sum, h_word, ts, off);
                       sync();
                     }});
     rows.push_back({"tally::reduce_value (blocking)", n, [in, n, ts] { (void)reduce_value(in, n, dtype::f32, op::sum, ts); }});
   }
-  (void)opt;
   table t{"a blocking call's round trip (host us per call, each call waits for its result; f32)",
           {{"what", "what"}, {"n", "n"}, {"us", "us", 2}, {"over", "over the graph replay", 2}},
           {}};

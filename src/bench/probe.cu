@@ -166,6 +166,11 @@ __global__ void spin_kernel(unsigned long long ns) {
 }
 }  // namespace
 
+pinned_bytes::pinned_bytes(std::size_t bytes) {
+  check(cudaMallocHost(reinterpret_cast<void**>(&p), bytes), "cudaMallocHost(a benchmark's pinned buffer)");
+}
+pinned_bytes::~pinned_bytes() { cudaFreeHost(p); }
+
 cudaError_t launch_store(cudaStream_t stream, unsigned int* p, unsigned int v) {
   store_kernel<<<1, 1, 0, stream>>>(p, v);
   return cudaGetLastError();

@@ -37,6 +37,15 @@ void fill_bytes(void* d, std::size_t bytes, unsigned char value, cudaStream_t st
 // tally launches its kernels. `tally bench calls`: the launch's own host cost.
 cudaError_t launch_empty(cudaStream_t stream, bool pdl);
 
+// RAII pinned host memory (cudaMallocHost: mapped for the GPU at the same address).
+struct pinned_bytes {
+  unsigned char* p = nullptr;
+  explicit pinned_bytes(std::size_t bytes);
+  ~pinned_bytes();
+  pinned_bytes(const pinned_bytes&) = delete;
+  pinned_bytes& operator=(const pinned_bytes&) = delete;
+};
+
 // Enqueues one thread that stores `v` at p (device memory, or pinned host memory the GPU maps at
 // the same address): `tally bench calls`' round trips, a result written straight to the host.
 cudaError_t launch_store(cudaStream_t stream, unsigned int* p, unsigned int v);

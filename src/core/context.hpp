@@ -78,7 +78,7 @@ struct workspace {
   void* d_seg_scratch = nullptr;               // segmented: partials, kSegScratchBytes, made on first use
   void* h_result = nullptr;            // 64 bytes of pinned host memory: the blocking calls' result,
                                        // stored there by the kernels
-  std::mutex result_mutex;             // reduce_value: launch, copy back and read as one step
+  std::mutex result_mutex;             // the blocking calls: launch, wait and read as one step
   ~workspace();
 };
 inline constexpr int kMaxBlocks = 4096;

@@ -64,15 +64,16 @@ struct nccl_comm {
   nccl_comm& operator=(const nccl_comm&) = delete;
 };
 
-struct pinned_bytes {
-  unsigned char* p = nullptr;
-  explicit pinned_bytes(std::size_t bytes) {
-    check(cudaMallocHost(reinterpret_cast<void**>(&p), bytes), "cudaMallocHost");
-  }
-  ~pinned_bytes() { cudaFreeHost(p); }
-  pinned_bytes(const pinned_bytes&) = delete;
-  pinned_bytes& operator=(const pinned_bytes&) = delete;
-};
+constexpr std::size_t kRecord = 1536;  // src/dist/record.hpp: record_bytes()
+
+// Checks an all-gather on tally's communicator, waiting while it answers ncclInProgress (a
+// non-blocking communicator) until the collective is queued.
+void queued(ncclComm_t c, ncclResult_t r) {
+  if (r != ncclInProgress) check_nccl(r, "ncclAllGather (tally's communicator)");
+  ncclResult_t st = ncclInProgress;
+  while (st == ncclInProgress) check_nccl(ncclCommGetAsyncError(c, &st), "ncclCommGetAsyncError");
+  check_nccl(st, "ncclAllGather (tally's communicator)");
+}
 
 struct candidate {
   const char* key;
@@ -226,7 +227,6 @@ report run(const dist_bench_options& opt, int rank, int size) {
   // tally's, the size of tally's records), the copy back, tally's whole call.
   {
     say("latency");
-    constexpr std::size_t kRecord = 1536;  // src/dist/record.hpp: record_bytes()
     device_buffer rec_mine(kRecord), rec_all(kRecord * static_cast<std::size_t>(size)), one(4);
     pinned_bytes h_rec(kRecord * static_cast<std::size_t>(size));
     const float x1 = 1.0f;
@@ -234,12 +234,6 @@ report run(const dist_bench_options& opt, int rank, int size) {
     check(cudaMemset(rec_mine.get(), 0, kRecord), "cudaMemset");
     float* out = reinterpret_cast<float*>(d_out.get());
     ncclComm_t tc = comm->nccl();
-    const auto nb = [&](ncclResult_t r) {  // in case tally's communicator answers ncclInProgress
-      if (r != ncclInProgress) check_nccl(r, "ncclAllGather (tally's communicator)");
-      ncclResult_t st = ncclInProgress;
-      while (st == ncclInProgress) check_nccl(ncclCommGetAsyncError(tc, &st), "ncclCommGetAsyncError");
-      check_nccl(st, "ncclAllGather (tally's communicator)");
-    };
     const auto sync = [&] { check(cudaStreamSynchronize(s), "cudaStreamSynchronize"); };
     const dist::shard tiny{one.get(), 1, static_cast<std::uint64_t>(rank), nullptr};
     const std::vector<candidate> cl = {
@@ -255,7 +249,7 @@ report run(const dist_bench_options& opt, int rank, int size) {
          }},
         {"ncclAllGather, 1536 B a rank (tally's communicator)", false,
          [&] {
-           nb(ncclAllGather(rec_mine.get(), rec_all.get(), kRecord, ncclUint8, tc, s));
+           queued(tc, ncclAllGather(rec_mine.get(), rec_all.get(), kRecord, ncclUint8, tc, s));
            sync();
          }},
         {"ncclAllGather, 1536 B a rank, into pinned host memory", false,
@@ -265,7 +259,7 @@ report run(const dist_bench_options& opt, int rank, int size) {
          }},
         {"the same, then the records copied to the host", false,
          [&] {
-           nb(ncclAllGather(rec_mine.get(), rec_all.get(), kRecord, ncclUint8, tc, s));
+           queued(tc, ncclAllGather(rec_mine.get(), rec_all.get(), kRecord, ncclUint8, tc, s));
            check(cudaMemcpyAsync(h_rec.p, rec_all.get(), kRecord * static_cast<std::size_t>(size),
                                  cudaMemcpyDeviceToHost, s),
                  "cudaMemcpyAsync");
@@ -295,7 +289,6 @@ report run(const dist_bench_options& opt, int rank, int size) {
   // blocking call pays (a 4-byte copy), and the variants of the exchange.
   {
     say("after a kernel");
-    constexpr std::size_t kRecord = 1536;
     constexpr unsigned long long kSpinNs = 100000;
     device_buffer rec_mine(kRecord), rec_all(kRecord * static_cast<std::size_t>(size));
     pinned_bytes h_rec(kRecord * static_cast<std::size_t>(size)), h_send(kRecord), h_head(kRecord);
@@ -308,16 +301,10 @@ report run(const dist_bench_options& opt, int rank, int size) {
     check(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), "cudaStreamCreate(bench dist side)");
     check(cudaEventCreateWithFlags(&head, cudaEventDisableTiming), "cudaEventCreate");
     check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate");
-    const auto nb = [&](ncclResult_t r) {
-      if (r != ncclInProgress) check_nccl(r, "ncclAllGather (tally's communicator)");
-      ncclResult_t st = ncclInProgress;
-      while (st == ncclInProgress) check_nccl(ncclCommGetAsyncError(tc, &st), "ncclCommGetAsyncError");
-      check_nccl(st, "ncclAllGather (tally's communicator)");
-    };
     const auto spin = [&] { check(launch_spin(s, kSpinNs), "the spin kernel"); };
     const auto sync = [&] { check(cudaStreamSynchronize(s), "cudaStreamSynchronize"); };
     const auto gather = [&](const void* from, void* to, std::size_t bytes) {
-      nb(ncclAllGather(from, to, bytes, ncclUint8, tc, s));
+      queued(tc, ncclAllGather(from, to, bytes, ncclUint8, tc, s));
     };
     const std::vector<candidate> ck = {
         {"the spin, then cudaStreamSynchronize", false, [&] { spin(); sync(); }},
