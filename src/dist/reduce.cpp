@@ -19,6 +19,7 @@
 #include "dist/comm.hpp"
 #include "dist/partial.hpp"
 #include "dist/record.hpp"
+#include "dist/trace.hpp"
 
 namespace tally::dist {
 
@@ -106,13 +107,18 @@ void check_all(const communicator::impl& c, const chunked::spec& s, const std::s
 
 // One rank, one process: prepare, exchange, wait, check. The records are then at c.h_all.
 void run_rank(communicator::impl& c, const shard& sh, const chunked::spec& s, stream_t stream) {
+  trace::mark(trace::start);
   device_scope on(c.device);
   core::relaxed_capture_scope waits_allowed;  // a capturing caller's stream is refused, not fatal
   cudaStream_t exchange = c.stream;
   const std::string own = prepare(c, sh, s, reinterpret_cast<cudaStream_t>(stream), &exchange);
+  trace::mark(trace::launched);
   enqueue_exchange(c, exchange);
+  trace::mark(trace::queued);
   const auto start = after_own_work(c);
+  trace::mark(trace::own_done);
   wait_for(c, exchange, "ncclAllGather(the ranks' partials)", start);
+  trace::mark(trace::exchanged);
   check_all(c, s, own.empty() ? own : "rank " + std::to_string(c.rank) + " failed: " + own);
 }
 
@@ -181,7 +187,9 @@ value reduce(const communicator& comm, const shard& s, dtype t, op o, const opti
   const chunked::spec sp{chunked::what::reduce, t, o, opt};
   communicator::impl& c = usable(comm, fn_name(sp.w));
   run_rank(c, s, sp, stream);
-  return combine(c.h_all, c.size, sp);
+  const value v = combine(c.h_all, c.size, sp);
+  trace::mark(trace::combined);
+  return v;
 }
 
 value dot(const communicator& comm, const shard& s, dtype t, const options& opt, stream_t stream) {

@@ -20,6 +20,7 @@
 #include "bench/dist/dist_common.hpp"
 #include "bench/probe.hpp"
 #include "bench/timing.hpp"
+#include "dist/trace.hpp"
 #include "tally/dist.hpp"
 #include "tally/dist_mpi.hpp"
 
@@ -47,6 +48,60 @@ long long min_over_ranks(long long v) {
 }
 
 bool on_every_rank(bool b) { return min_over_ranks(b ? 1 : 0) == 1; }
+
+// Where a blocking tally::dist call's time goes: `calls` calls traced on every rank (src/dist/trace.hpp:
+// host timestamps on the one clock of the host), gathered to rank 0. Per call, every rank's steps
+// are measured from the earliest rank's start; a row per rank, the medians over the calls (us).
+// Every rank calls `call`; the rows are rank 0's (none elsewhere).
+std::vector<json> trace_steps(int L, int calls, int rank, int size, const std::function<void()>& call) {
+  using dist::trace::kPoints;
+  check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+  call();  // lines the ranks up (loop_us)
+  dist::trace::record(static_cast<std::size_t>(calls));
+  for (int i = 0; i < calls; ++i) call();
+  const std::vector<dist::trace::row> mine = dist::trace::rows();
+  dist::trace::record(0);
+  std::vector<long long> flat(static_cast<std::size_t>(calls) * kPoints, 0);
+  for (std::size_t i = 0; i < mine.size() && i < static_cast<std::size_t>(calls); ++i)
+    for (int p = 0; p < kPoints; ++p) flat[i * kPoints + p] = mine[i][p];
+  std::vector<long long> all(rank == 0 ? flat.size() * static_cast<std::size_t>(size) : 1);
+  check_mpi(MPI_Gather(flat.data(), static_cast<int>(flat.size()), MPI_LONG_LONG, all.data(), static_cast<int>(flat.size()),
+                       MPI_LONG_LONG, 0, MPI_COMM_WORLD),
+            "MPI_Gather(the traced steps)");
+  if (rank != 0) return {};
+  const auto at = [&](int r, int i, int p) { return all[(static_cast<std::size_t>(r) * calls + i) * kPoints + p]; };
+  // per rank, per step: the step's time from the call's earliest start, over the whole calls
+  std::vector<std::vector<std::vector<double>>> t(static_cast<std::size_t>(size),
+                                                  std::vector<std::vector<double>>(kPoints));
+  std::vector<std::vector<double>> period(static_cast<std::size_t>(size));
+  for (int i = 0; i < calls; ++i) {
+    bool whole = true;
+    long long base = at(0, i, dist::trace::start);
+    for (int r = 0; r < size; ++r) {
+      for (int p = 0; p < kPoints; ++p) whole = whole && at(r, i, p) != 0;
+      base = std::min(base, at(r, i, dist::trace::start));
+    }
+    if (!whole) continue;
+    for (int r = 0; r < size; ++r) {
+      for (int p = 0; p < kPoints; ++p) t[r][p].push_back((at(r, i, p) - base) / 1e3);
+      if (i + 1 < calls && at(r, i + 1, dist::trace::start) != 0)
+        period[r].push_back((at(r, i + 1, dist::trace::start) - at(r, i, dist::trace::start)) / 1e3);
+    }
+  }
+  std::vector<json> rows;
+  if (t[0][0].empty()) return rows;
+  for (int r = 0; r < size; ++r)
+    rows.push_back(json{{"log2n", L},
+                        {"rank", r},
+                        {"start_us", median(t[r][dist::trace::start])},
+                        {"launched_us", median(t[r][dist::trace::launched])},
+                        {"queued_us", median(t[r][dist::trace::queued])},
+                        {"own_us", median(t[r][dist::trace::own_done])},
+                        {"exchanged_us", median(t[r][dist::trace::exchanged])},
+                        {"returned_us", median(t[r][dist::trace::combined])},
+                        {"period_us", period[r].empty() ? 0.0 : median(period[r])}});
+  return rows;
+}
 
 // The baseline's NCCL communicator: blocking (NCCL's default), as a plain caller makes it.
 struct nccl_comm {
@@ -223,6 +278,18 @@ report run(const dist_bench_options& opt, int rank, int size) {
                {"same_bits", "same bits as 1 GPU", -1}},
               {}};
 
+  table steps{"where a tally::dist call's time goes: each rank's steps, host clock, us from the earliest rank's "
+              "start of the call (medians over 40 back-to-back calls)",
+              {{"log2n", "log2 N", -1},
+               {"rank", "rank", -1},
+               {"start_us", "call entered", 1},
+               {"launched_us", "shard kernel + header queued", 1},
+               {"queued_us", "all-gather queued", 1},
+               {"own_us", "own kernel seen ended", 1},
+               {"exchanged_us", "exchange seen ended", 1},
+               {"returned_us", "returned", 1},
+               {"period_us", "call to call", 1}},
+              {}};
   // Where a small call's time goes: NCCL's exchanges alone (the baseline's communicator and
   // tally's, the size of tally's records), the copy back, tally's whole call.
   {
@@ -395,6 +462,10 @@ report run(const dist_bench_options& opt, int rank, int size) {
     bool same = true;
     for (int r = 0; r < 20; ++r) same = same && dist::reduce(*comm, sh, dtype::f32, op::sum, {}, ts) == f0;
     same = on_every_rank(same);
+    {
+      for (json& r : trace_steps(L, 40, rank, size, [&] { (void)dist::reduce(*comm, sh, dtype::f32, op::sum, {}, ts); }))
+        steps.rows.push_back(std::move(r));
+    }
     const double budget = t[2] + t[3] + 5.0;
     fast.rows.push_back({{"log2n", L},
                          {"one_gpu_us", t[0]},
@@ -494,6 +565,7 @@ report run(const dist_bench_options& opt, int rank, int size) {
                           {"same_bits", exact_same ? "yes" : "NO"}});
   }
   rep.tables.push_back(std::move(fast));
+  rep.tables.push_back(std::move(steps));
   if (opt.async) rep.tables.push_back(std::move(strm));
   rep.tables.push_back(std::move(exact));
   comm.reset();
