@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "tally/tally.hpp"
@@ -47,6 +48,16 @@ struct dist_options {
   // How long a rank waits for the others (the argument check and the exchange) before it aborts
   // the communicator and throws. 0: wait forever.
   std::uint64_t timeout_ms = 60000;
+  // EXPERIMENTAL (2026-11-28; built and checked on the CPU, not yet run on a GPU): the blocking
+  // calls of a communicator made by init_rank (or mpi_communicator) exchange the records in a
+  // kernel of tally's own through NCCL's device API (a symmetric window, load/store pointers to
+  // the peers' windows), launched as a programmatic dependent of the shard's kernel, and the host
+  // waits on a word that kernel stores into pinned memory, where NCCL's all-gather is otherwise
+  // launched after the shard's kernel and the stream polled. Where the device API is unavailable
+  // (NCCL before 2.28, ranks not all reachable by load/store) the communicator keeps the
+  // all-gather; communicator::exchange() says which it uses and why. The stream-ordered calls and
+  // init_all / borrow keep the all-gather.
+  bool device_exchange = false;
 };
 
 class communicator {
@@ -73,6 +84,9 @@ class communicator {
   ncclComm* nccl() const;  // the NCCL communicator
   // False after a timeout aborted it (every later call throws).
   bool usable() const;
+  // How the blocking calls exchange the records: "NCCL all-gather", or "NCCL device API" (with
+  // dist_options::device_exchange), or "NCCL all-gather (device exchange unavailable: why)".
+  std::string exchange() const;
 
   struct impl;  // opaque (src/dist/communicator.cpp)
   impl* get() const noexcept { return p_.get(); }

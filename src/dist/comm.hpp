@@ -54,6 +54,11 @@ struct communicator::impl {
   // behind for the queued work instead of freeing what that work will still touch.
   struct async_state* async = nullptr;
   bool grouped = false;  // made by init_all (one thread drives every rank)
+  // The device-API exchange (src/dist/device_exchange.hpp): null when the all-gather is used;
+  // dx_why says why where dist_options::device_exchange asked for it.
+  struct device_exchange* dx = nullptr;
+  struct device_exchange* dx_parked = nullptr;  // a set-up that failed part way: freed at the end
+  std::string dx_why;
   ~impl();
 };
 
@@ -80,6 +85,15 @@ void warm_up(const std::vector<communicator::impl*>& cs, std::chrono::steady_clo
 
 // Aborts an owned communicator (a borrowed one is only marked unusable). Never throws.
 void abort_comm(communicator::impl& c) noexcept;
+// abort_comm, then throws tally::error naming this rank and `why`.
+[[noreturn]] void abort_and_throw(communicator::impl& c, const std::string& why);
+// Whether opt.timeout_ms (0: never) has passed since `start`.
+bool timed_out(const dist_options& o, std::chrono::steady_clock::time_point start);
+// "<what>: no answer from the other ranks within <timeout> ms (...)": the waits' timeout message.
+std::string no_answer(const communicator::impl& c, const char* what);
+// The waits' pause between two polls, by the time waited so far: none for 200 us (the end is
+// near), then a yield a poll, past 20 ms a 50 us sleep, so that NCCL's own threads get the CPU.
+void pause_after(std::chrono::steady_clock::time_point waiting);
 
 // The communicator's device made current for a scope (the core's device_scope).
 struct device_scope : core::device_scope {

@@ -10,6 +10,7 @@
 
 #include "core/context.hpp"
 #include "dist/comm.hpp"
+#include "dist/device_exchange.hpp"
 #include "dist/record.hpp"
 
 namespace tally::dist {
@@ -23,13 +24,21 @@ void check_nccl(ncclResult_t r, const char* what) {
               " (NCCL " + std::to_string(NCCL_VERSION_CODE) + ")");
 }
 
-namespace {
-
 bool timed_out(const dist_options& o, clock::time_point start) {
   return o.timeout_ms > 0 && clock::now() - start > std::chrono::milliseconds(o.timeout_ms);
 }
 
-}  // namespace
+std::string no_answer(const communicator::impl& c, const char* what) {
+  return std::string(what) + ": no answer from the other ranks within " + std::to_string(c.opt.timeout_ms) +
+         " ms (a rank failed, or called something else)";
+}
+
+void pause_after(clock::time_point waiting) {
+  const auto waited = clock::now() - waiting;
+  if (waited < std::chrono::microseconds(200)) return;
+  if (waited < std::chrono::milliseconds(20)) std::this_thread::yield();
+  else std::this_thread::sleep_for(std::chrono::microseconds(50));
+}
 
 void abort_comm(communicator::impl& c) noexcept {
   // A borrowed communicator belongs to its owner: marked unusable here, aborted by them.
@@ -158,13 +167,8 @@ void wait_for(communicator::impl& c, cudaStream_t stream, const char* what, cloc
       if (q == cudaSuccess) return;
       if (q != cudaErrorNotReady) abort_and_throw(c, std::string(what) + ": " + cudaGetErrorString(q));
     }
-    if ((polls & 15) == 0 && timed_out(c.opt, start))
-      abort_and_throw(c, std::string(what) + ": no answer from the other ranks within " +
-                             std::to_string(c.opt.timeout_ms) + " ms (a rank failed, or called something else)");
-    const auto waited = clock::now() - waiting;
-    if (waited < std::chrono::microseconds(200)) continue;
-    if (waited < std::chrono::milliseconds(20)) std::this_thread::yield();
-    else std::this_thread::sleep_for(std::chrono::microseconds(50));
+    if ((polls & 15) == 0 && timed_out(c.opt, start)) abort_and_throw(c, no_answer(c, what));
+    pause_after(waiting);
   }
 }
 
@@ -265,6 +269,13 @@ communicator::impl::~impl() {
   // NCCL's work on the stream is done or aborted; a borrowed, failed communicator may still
   // hold it, so only then is the wait skipped.
   if (stream != nullptr && (owned || usable)) (void)cudaStreamSynchronize(stream);
+  // The device exchange's memory, its registration gone with the NCCL communicator (only
+  // init_rank's own communicators have one; a blocking call waits for its exchange kernel).
+  if (comm == nullptr) {
+    free_device_exchange(dx);
+    free_device_exchange(dx_parked);
+    dx = dx_parked = nullptr;
+  }
   // The last stream-ordered call queued outside a graph: its host function and copy use the
   // async state (graphs that hold such calls must be destroyed before the communicator, README).
   // An owned communicator was finalized or aborted above, so that call has ended or will; a
@@ -314,6 +325,12 @@ int communicator::size() const { return checked(p_).size; }
 int communicator::device() const { return checked(p_).device; }
 ncclComm* communicator::nccl() const { return checked(p_).comm; }
 bool communicator::usable() const { return checked(p_).usable; }
+std::string communicator::exchange() const {
+  const impl& c = checked(p_);
+  if (c.dx != nullptr) return "NCCL device API";
+  if (!c.dx_why.empty()) return "NCCL all-gather (device exchange unavailable: " + c.dx_why + ")";
+  return "NCCL all-gather";
+}
 
 communicator communicator::init_rank(const unique_id& id, int rank, int size, int device, const dist_options& opt) {
   if (size < 1 || rank < 0 || rank >= size)
@@ -335,6 +352,7 @@ communicator communicator::init_rank(const unique_id& id, int rank, int size, in
   }
   wait_comm(*c, "ncclCommInitRankConfig", start);
   make_blocking(*c, start);
+  if (opt.device_exchange) make_device_exchange(*c, start);
   return communicator(std::move(c));
 }
 

@@ -17,6 +17,7 @@
 #include "core/context.hpp"
 #include "core/memory.hpp"
 #include "dist/comm.hpp"
+#include "dist/device_exchange.hpp"
 #include "dist/partial.hpp"
 #include "dist/record.hpp"
 #include "dist/trace.hpp"
@@ -105,8 +106,35 @@ void check_all(const communicator::impl& c, const chunked::spec& s, const std::s
   throw error(qualified(fn_name(s.w)) + " on rank " + std::to_string(c.rank) + " of " + std::to_string(c.size) + ": " + why);
 }
 
+// run_rank with the device API's exchange (src/dist/device_exchange.hpp): the shard's partial,
+// then tally's exchange kernel as its programmatic dependent (the header its argument), then the
+// host's wait on the word that kernel stores. A rank that failed itself (its stream may be
+// capturing or broken) runs the exchange on the communicator's stream, its header saying why.
+void run_rank_device(communicator::impl& c, const shard& sh, const chunked::spec& s, stream_t stream) {
+  trace::mark(trace::start);
+  device_scope on(c.device);
+  core::relaxed_capture_scope waits_allowed;
+  const cudaStream_t caller = reinterpret_cast<cudaStream_t>(stream);
+  const std::string own = launch_partial(c, sh, s, caller, c.d_mine, false);
+  header h;
+  try {
+    h = make_header(s, c.rank, c.size, sh.n, sh.first, own);
+  } catch (...) {
+    abort_comm(c);
+    throw;
+  }
+  trace::mark(trace::launched);
+  const cudaStream_t on_stream = own.empty() ? caller : c.stream;
+  enqueue_device_exchange(c, h, on_stream);
+  trace::mark(trace::queued);
+  wait_device_exchange(c, on_stream, "the device exchange of the ranks' partials");
+  trace::mark(trace::exchanged);
+  check_all(c, s, own.empty() ? own : "rank " + std::to_string(c.rank) + " failed: " + own);
+}
+
 // One rank, one process: prepare, exchange, wait, check. The records are then at c.h_all.
 void run_rank(communicator::impl& c, const shard& sh, const chunked::spec& s, stream_t stream) {
+  if (c.dx != nullptr) return run_rank_device(c, sh, s, stream);
   trace::mark(trace::start);
   device_scope on(c.device);
   core::relaxed_capture_scope waits_allowed;  // a capturing caller's stream is refused, not fatal

@@ -63,13 +63,18 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
   const int log2n = argc > 1 ? std::atoi(argv[1]) : 24;
+  // "device": every communicator with dist_options::device_exchange (NCCL's device API).
+  const bool device = argc > 2 && std::string(argv[2]) == "device";
   const std::size_t n = (std::size_t(1) << log2n) + 777;
   try {
     tally::dist::dist_options o;
     o.timeout_ms = 20000;
+    o.device_exchange = device;
     std::optional<tally::dist::communicator> held;
     held.emplace(tally::dist::mpi_communicator(MPI_COMM_WORLD, -1, o));
     tally::dist::communicator& comm = *held;
+    if (rank_ == 0) std::printf("exchange: %s\n", comm.exchange().c_str());
+    if (device) expect(comm.exchange() == "NCCL device API", "the device exchange is in use (" + comm.exchange() + ")");
     // This rank's buffers on this rank's GPU.
     if (cudaSetDevice(comm.device()) != cudaSuccess) throw tally::error("cudaSetDevice failed");
     if (rank_ == 0) std::printf("%d ranks, n = %zu\n", size_, n);
@@ -211,6 +216,7 @@ int main(int argc, char** argv) {
       // final MPI_Allreduce, where every rank meets.
       tally::dist::dist_options quick;
       quick.timeout_ms = 2000;
+      quick.device_exchange = device;
       tally::dist::communicator c2 = tally::dist::mpi_communicator(MPI_COMM_WORLD, -1, quick);
       tally::device_buffer one(4);
       const float x = 1.0f;

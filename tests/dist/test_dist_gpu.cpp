@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <random>
 #include <vector>
 
@@ -126,6 +128,52 @@ TEST(DistGpu, ARankOfItsOwnAndABorrowedCommunicator) {
   EXPECT_EQ(dist::reduce(c, s, dtype::f64, op::min).f, 0.0);
   // Dot of matching shards.
   EXPECT_EQ(dist::dot(c, {d.get(), h.size(), 0, d.get()}, dtype::f64, {}).f, dot_value(d.get(), d.get(), h.size(), dtype::f64).f);
+}
+
+// dist_options::device_exchange (experimental) on a communicator of one rank: the exchange through
+// NCCL's device API gives the one-GPU results (bitwise in exact mode and for integers), names a
+// bad shard and stays usable. Where the device API is missing the communicator says why and the
+// all-gather gives the same results.
+TEST(DistGpu, TheDeviceExchangeGivesTheOneGpuResults) {
+  TALLY_REQUIRE_GPU();
+  const dist::unique_id id = dist::make_unique_id();
+  dist::dist_options o;
+  o.device_exchange = true;
+  dist::communicator c = dist::communicator::init_rank(id, 0, 1, 0, o);
+  std::printf("exchange: %s\n", c.exchange().c_str());
+  EXPECT_NE(c.exchange().find("NCCL"), std::string::npos);
+  set_device on(0);
+  const std::size_t n = small_only() ? (1u << 14) + 7 : (1u << 20) + 7;
+  std::mt19937_64 rng(test_seed());
+  std::vector<float> xf(n);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (auto& v : xf) v = nd(rng);
+  std::vector<std::int32_t> xi(n);
+  std::uniform_int_distribution<std::int32_t> ud(-1000, 1000);
+  for (auto& v : xi) v = ud(rng);
+  device_buffer df(n * 4), di(n * 4);
+  df.upload(xf.data(), n * 4);
+  di.upload(xi.data(), n * 4);
+  const dist::shard sf{df.get(), n, 0, nullptr}, si{di.get(), n, 0, nullptr};
+  options exact;
+  exact.mode = accuracy::exact;
+  for (int round = 0; round < 3; ++round) {  // the window's two halves, then the first again
+    EXPECT_EQ(dist::reduce(c, sf, dtype::f32, op::sum, exact), reduce_value(df.get(), n, dtype::f32, op::sum, nullptr, exact));
+    long long ref = 0;
+    for (std::int32_t v : xi) ref += v;
+    EXPECT_EQ(dist::reduce(c, si, dtype::i32, op::sum).i, ref);
+    EXPECT_EQ(dist::reduce(c, sf, dtype::f32, op::argmax), reduce_value(df.get(), n, dtype::f32, op::argmax));
+  }
+  const stats st = dist::reduce_stats(c, sf, dtype::f32);
+  const stats one = stats_value(df.get(), n, dtype::f32);
+  EXPECT_EQ(st.count, n);
+  EXPECT_EQ(st.min, one.min);
+  EXPECT_EQ(st.max, one.max);
+  dist::shard bad = sf;
+  bad.d_in = xf.data();  // a host pointer
+  EXPECT_NE(error_of([&] { dist::reduce(c, bad, dtype::f32, op::sum); }).find("rank 0 failed"), std::string::npos);
+  EXPECT_TRUE(c.usable());
+  EXPECT_EQ(dist::reduce(c, si, dtype::i32, op::max).i, reduce_value(di.get(), n, dtype::i32, op::max).i);
 }
 
 // Bad calls: a clear error naming the rank and the fault, and the communicator still usable.

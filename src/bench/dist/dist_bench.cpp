@@ -18,6 +18,7 @@
 
 #include "bench/dist/cub_shard.hpp"
 #include "bench/dist/dist_common.hpp"
+#include "bench/dist/lsa_exchange.hpp"
 #include "bench/probe.hpp"
 #include "bench/timing.hpp"
 #include "dist/trace.hpp"
@@ -188,6 +189,15 @@ report run(const dist_bench_options& opt, int rank, int size) {
   dopt.timeout_ms = 120000;
   std::optional<dist::communicator> comm;
   comm.emplace(dist::mpi_communicator(MPI_COMM_WORLD, -1, dopt));
+  // A second communicator whose blocking calls exchange through NCCL's device API
+  // (dist_options::device_exchange, experimental): its own candidate where it is available.
+  std::optional<dist::communicator> comm_dx;
+  {
+    dist::dist_options o = dopt;
+    o.device_exchange = true;
+    comm_dx.emplace(dist::mpi_communicator(MPI_COMM_WORLD, -1, o));
+  }
+  const bool has_dx = on_every_rank(comm_dx->exchange() == "NCCL device API");
   check(cudaSetDevice(comm->device()), "cudaSetDevice(this rank's GPU)");
   nccl_comm base(rank, size);
   cudaStream_t s = nullptr;
@@ -231,6 +241,7 @@ report run(const dist_bench_options& opt, int rank, int size) {
   rep.meta["nccl_version"] = nccl_version;
   const char* nvls = std::getenv("NCCL_NVLS_ENABLE");
   rep.meta["NCCL_NVLS_ENABLE"] = nvls ? nvls : "(unset)";
+  rep.meta["device_exchange"] = comm_dx->exchange();
   rep.meta["timing"] = "host wall clock of blocking calls that end with the result on the host: back-to-back calls "
                        "after a barrier and one untimed call, the slowest rank's time per call, the median of " +
                        std::to_string(reps) + " loops; candidates alternate";
@@ -253,6 +264,9 @@ report run(const dist_bench_options& opt, int rank, int size) {
               {"cub_allreduce_us", "CUB per shard + ncclAllReduce", 1},
               {"scaling", "scaling (1 GPU / dist)", 2},
               {"vs_cub_allreduce", "CUB+AllReduce / dist", 2},
+              {"dist_dx_us", "tally::dist, device exchange", 1},
+              {"scaling_dx", "its scaling", 2},
+              {"dx_same_bits", "its bits as dist's", -1},
               {"budget_us", "shard + all-reduce + 5 us", 1},
               {"within_budget", "dist within it", -1},
               {"dist_gbps", "dist GB/s", 0},
@@ -281,6 +295,7 @@ report run(const dist_bench_options& opt, int rank, int size) {
   table steps{"where a tally::dist call's time goes: each rank's steps, host clock, us from the earliest rank's "
               "start of the call (medians over 40 back-to-back calls)",
               {{"log2n", "log2 N", -1},
+               {"exchange", "exchange", -1},
                {"rank", "rank", -1},
                {"start_us", "call entered", 1},
                {"launched_us", "shard kernel + header queued", 1},
@@ -303,7 +318,7 @@ report run(const dist_bench_options& opt, int rank, int size) {
     ncclComm_t tc = comm->nccl();
     const auto sync = [&] { check(cudaStreamSynchronize(s), "cudaStreamSynchronize"); };
     const dist::shard tiny{one.get(), 1, static_cast<std::uint64_t>(rank), nullptr};
-    const std::vector<candidate> cl = {
+    std::vector<candidate> cl = {
         {"ncclAllReduce, 1 float (blocking communicator)", false,
          [&] {
            check_nccl(ncclAllReduce(out, out, 1, ncclFloat, ncclSum, base.c, s), "ncclAllReduce");
@@ -342,6 +357,9 @@ report run(const dist_bench_options& opt, int rank, int size) {
         {"tally::dist::reduce of 1 element a rank", false,
          [&] { (void)dist::reduce(*comm, tiny, dtype::f32, op::sum, {}, reinterpret_cast<stream_t>(s)); }},
     };
+    if (has_dx)
+      cl.push_back({"tally::dist::reduce of 1 element a rank, device exchange", false,
+                    [&] { (void)dist::reduce(*comm_dx, tiny, dtype::f32, op::sum, {}, reinterpret_cast<stream_t>(s)); }});
     const std::vector<double> tl = time_all(cl, opt.quick ? 50 : 200, reps, rank).slowest;
     table lat{"latency: what a small call's parts cost (us per blocking call, the slowest rank)",
               {{"what", "what", -1}, {"us", "us", 1}},
@@ -373,7 +391,12 @@ report run(const dist_bench_options& opt, int rank, int size) {
     const auto gather = [&](const void* from, void* to, std::size_t bytes) {
       queued(tc, ncclAllGather(from, to, bytes, ncclUint8, tc, s));
     };
-    const std::vector<candidate> ck = {
+    // NCCL's device API on the baseline's communicator (src/bench/dist/lsa_exchange.hpp), where
+    // this build and the machine have it.
+    lsa::exchange* fused = nullptr;
+    const std::string fused_why =
+        lsa::make(base.c, kRecord, [](bool ok) { return on_every_rank(ok); }, &fused);
+    std::vector<candidate> ck = {
         {"the spin, then cudaStreamSynchronize", false, [&] { spin(); sync(); }},
         {"+ 4 B copied to pinned host memory (a one-GPU blocking call's tail)", false,
          [&] {
@@ -400,13 +423,33 @@ report run(const dist_bench_options& opt, int rank, int size) {
         {"+ ncclAllGather 1536 B a rank, pinned host memory to pinned host memory", false,
          [&] { spin(); gather(h_send.p, h_rec.p, kRecord); sync(); }},
     };
+    const char* kFused =
+        "+ the exchange inside the kernel: records into every rank's window, an LSA barrier, the records into pinned "
+        "host memory (NCCL device API)";
+    if (fused != nullptr)
+      ck.push_back({kFused, false, [&] {
+                      check(lsa::run(fused, s, kSpinNs, h_rec.p), "the device API's exchange kernel");
+                      sync();
+                    }});
     const std::vector<double> tk = time_all(ck, opt.quick ? 20 : 60, reps, rank).slowest;
+    std::string fused_check = fused_why;
+    if (fused != nullptr) {
+      fused_check = lsa::check(fused, h_rec.p);
+      fused_check = on_every_rank(fused_check.empty()) ? "" : (fused_check.empty() ? "wrong on another rank" : fused_check);
+      lsa::destroy(fused);
+    }
     table after{"after a kernel: what a step costs once a 100 us kernel ends (us over the spin and a synchronize, "
                 "the slowest rank)",
                 {{"what", "what", -1}, {"us", "us per call", 1}, {"over", "over the first row", 1}},
                 {}};
-    for (std::size_t k = 0; k < ck.size(); ++k)
+    for (std::size_t k = 0; k < ck.size(); ++k) {
+      if (ck[k].key == kFused && !fused_check.empty()) continue;
       after.rows.push_back({{"what", ck[k].key}, {"us", tk[k]}, {"over", tk[k] - tk[0]}});
+    }
+    if (!fused_check.empty()) {
+      after.rows.push_back({{"what", std::string(kFused) + ": not measured (" + fused_check + ")"}, {"us", nullptr},
+                            {"over", nullptr}});
+    }
     rep.tables.push_back(std::move(after));
     check(cudaEventDestroy(head), "cudaEventDestroy");
     check(cudaEventDestroy(ready), "cudaEventDestroy");
@@ -431,7 +474,7 @@ report run(const dist_bench_options& opt, int rank, int size) {
     const double est_us = 20.0 + 4.0 * static_cast<double>(N) / 3.0e6;  // the whole array at ~3 TB/s
     const int calls = std::clamp(static_cast<int>(loop_budget_us / est_us), 3, 400);
     say("2^" + std::to_string(L) + " fast");
-    const std::vector<candidate> cs = {
+    std::vector<candidate> cs = {
         {"one_gpu", true, [&] { (void)reduce_value(whole_p, N, dtype::f32, op::sum, ts); }},
         {"cub_one", true,
          [&] {
@@ -456,15 +499,24 @@ report run(const dist_bench_options& opt, int rank, int size) {
            check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
          }},
     };
+    if (has_dx) cs.push_back({"dist_dx", false, [&] { (void)dist::reduce(*comm_dx, sh, dtype::f32, op::sum, {}, ts); }});
     const medians tm = time_all(cs, calls, reps, rank);
     const std::vector<double>& t = tm.slowest;
     const value f0 = dist::reduce(*comm, sh, dtype::f32, op::sum, {}, ts);
     bool same = true;
     for (int r = 0; r < 20; ++r) same = same && dist::reduce(*comm, sh, dtype::f32, op::sum, {}, ts) == f0;
     same = on_every_rank(same);
-    {
-      for (json& r : trace_steps(L, 40, rank, size, [&] { (void)dist::reduce(*comm, sh, dtype::f32, op::sum, {}, ts); }))
+    for (json& r : trace_steps(L, 40, rank, size, [&] { (void)dist::reduce(*comm, sh, dtype::f32, op::sum, {}, ts); })) {
+      r["exchange"] = "all-gather";
+      steps.rows.push_back(std::move(r));
+    }
+    std::string dx_same = "-";
+    if (has_dx) {
+      dx_same = on_every_rank(dist::reduce(*comm_dx, sh, dtype::f32, op::sum, {}, ts) == f0) ? "yes" : "NO";
+      for (json& r : trace_steps(L, 40, rank, size, [&] { (void)dist::reduce(*comm_dx, sh, dtype::f32, op::sum, {}, ts); })) {
+        r["exchange"] = "device API";
         steps.rows.push_back(std::move(r));
+      }
     }
     const double budget = t[2] + t[3] + 5.0;
     fast.rows.push_back({{"log2n", L},
@@ -477,6 +529,9 @@ report run(const dist_bench_options& opt, int rank, int size) {
                          {"cub_allreduce_us", t[5]},
                          {"scaling", t[0] / t[4]},
                          {"vs_cub_allreduce", t[5] / t[4]},
+                         {"dist_dx_us", has_dx ? json(t[6]) : json()},
+                         {"scaling_dx", has_dx ? json(t[0] / t[6]) : json()},
+                         {"dx_same_bits", dx_same},
                          {"budget_us", budget},
                          {"within_budget", t[4] <= budget ? "yes" : "no"},
                          {"dist_gbps", 4.0 * static_cast<double>(N) / t[4] / 1e3},
@@ -569,6 +624,7 @@ report run(const dist_bench_options& opt, int rank, int size) {
   if (opt.async) rep.tables.push_back(std::move(strm));
   rep.tables.push_back(std::move(exact));
   comm.reset();
+  comm_dx.reset();
   check(cudaStreamDestroy(s), "cudaStreamDestroy(bench dist)");
   return rep;
 }
