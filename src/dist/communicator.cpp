@@ -41,6 +41,7 @@ void pause_after(clock::time_point waiting) {
 }
 
 void abort_comm(communicator::impl& c) noexcept {
+  free_device_exchange(c);  // its kernel stopped and its window released before NCCL's abort
   // A borrowed communicator belongs to its owner: marked unusable here, aborted by them.
   if ((c.comm != nullptr || c.init != nullptr) && c.owned) {
     int was = 0;
@@ -242,6 +243,7 @@ communicator::impl::~impl() {
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     pending = cudaEventQuery(async->done) == cudaErrorNotReady;
   }
+  free_device_exchange(*this);  // before NCCL's finalize (its window registered on `comm`)
   if (owned) {
     // The collectives' communicator (every operation on it was waited for), then the init's:
     // finalize (the init's is non-blocking: polled, with the communicator's deadline), then
@@ -269,13 +271,7 @@ communicator::impl::~impl() {
   // NCCL's work on the stream is done or aborted; a borrowed, failed communicator may still
   // hold it, so only then is the wait skipped.
   if (stream != nullptr && (owned || usable)) (void)cudaStreamSynchronize(stream);
-  // The device exchange's memory, its registration gone with the NCCL communicator (only
-  // init_rank's own communicators have one; a blocking call waits for its exchange kernel).
-  if (comm == nullptr) {
-    free_device_exchange(dx);
-    free_device_exchange(dx_parked);
-    dx = dx_parked = nullptr;
-  }
+
   // The last stream-ordered call queued outside a graph: its host function and copy use the
   // async state (graphs that hold such calls must be destroyed before the communicator, README).
   // An owned communicator was finalized or aborted above, so that call has ended or will; a
@@ -352,7 +348,7 @@ communicator communicator::init_rank(const unique_id& id, int rank, int size, in
   }
   wait_comm(*c, "ncclCommInitRankConfig", start);
   make_blocking(*c, start);
-  if (opt.device_exchange) make_device_exchange(*c, start);
+  if (opt.device_exchange) make_device_exchange(*c);
   return communicator(std::move(c));
 }
 

@@ -35,6 +35,7 @@ struct device_exchange {
   std::size_t window_bytes = 0;
   ncclWindow_t win = nullptr;
   ncclDevComm dev{};
+  unsigned char dev_room[1024] = {};  // past dev: room for a newer NCCL's larger ncclDevComm
   bool dev_made = false;
   // Pinned, mapped: [0] the last call whose own kernel (the shard's) has ended, [1] the last call
   // whose records are all at h_all; abort: raised by the host on a timeout.
@@ -72,7 +73,7 @@ __device__ __forceinline__ std::size_t d_record_offset(unsigned long long call, 
 // One block (device_exchange.hpp).
 __global__ void __launch_bounds__(kThreads) exchange_kernel(const kernel_args a) {
   // The shard's kernel (the programmatic primary) has ended and its partial is visible.
-  asm volatile("griddepcontrol.wait;" ::: "memory");
+  core::pdl_wait();
   if (threadIdx.x == 0) a.state[0] = a.call;
   // This rank's record into its slot of every rank's window.
   const std::size_t mine_at = d_record_offset(a.call, a.rank, a.size, a.record_words);
@@ -103,7 +104,6 @@ __global__ void __launch_bounds__(kThreads) exchange_kernel(const kernel_args a)
         break;
       }
     }
-    __threadfence_system();  // the acquired records, for every thread of the block after the barrier
   }
   __syncthreads();
   if (aborted) return;
@@ -113,7 +113,9 @@ __global__ void __launch_bounds__(kThreads) exchange_kernel(const kernel_args a)
   for (unsigned int w = threadIdx.x; w < words; w += blockDim.x) a.h_all[w] = all[w];
   __threadfence_system();
   __syncthreads();
-  if (threadIdx.x == 0) a.state[1] = a.call;
+  if (threadIdx.x == 0)
+    cuda::atomic_ref<unsigned long long, cuda::thread_scope_system>(*const_cast<unsigned long long*>(a.state + 1))
+        .store(a.call, cuda::memory_order_release);
 }
 
 std::string nccl_text(const char* what, ncclResult_t r) { return std::string(what) + ": " + ncclGetErrorString(r); }
@@ -140,18 +142,28 @@ bool every_rank(communicator::impl& c, bool ok, clock::time_point start) {
 
 }  // namespace
 
-void make_device_exchange(communicator::impl& c, clock::time_point start) {
+void make_device_exchange(communicator::impl& c) {
   device_scope on(c.device);
+  // Parked until every step is done: freed with the communicator whatever happens on the way.
   auto* x = new device_exchange;
+  c.dx_parked = x;
   c.dx_why.clear();
   std::string why;
-  // Each step where every rank took the one before (so no rank waits alone in a collective one).
+  // Each step where every rank took the one before (so no rank waits alone in a collective one);
+  // each agreement with a deadline of its own.
   const auto step = [&](const char* what, auto&& f) {
     if (!why.empty()) return;
     std::string mine = f();
-    if (!every_rank(c, mine.empty(), start) && mine.empty()) mine = std::string("another rank failed at ") + what;
+    (void)cudaGetLastError();
+    if (!every_rank(c, mine.empty(), clock::now()) && mine.empty()) mine = std::string("another rank failed at ") + what;
     if (!mine.empty()) why = std::string(what) + ": " + mine;
   };
+  // The device API's structures are those of the headers tally was built with: the same NCCL
+  // at run time, or the all-gather.
+  int version = 0;
+  if (ncclGetVersion(&version) != ncclSuccess || version != NCCL_VERSION_CODE)
+    why = "NCCL " + std::to_string(version) + " at run time, tally built with NCCL " + std::to_string(NCCL_VERSION_CODE) +
+          "'s headers";
   x->window_bytes = kFlagBytes + 2 * static_cast<std::size_t>(c.size) * record_bytes();
   // One thread of the kernel's block per rank's flag; the flags' part of the window holds them.
   if (c.size > static_cast<int>(kThreads) || 2 * static_cast<std::size_t>(c.size) * 8 > kFlagBytes)
@@ -163,10 +175,11 @@ void make_device_exchange(communicator::impl& c, clock::time_point start) {
   });
   step("ncclCommWindowRegister", [&]() -> std::string {
     const ncclResult_t r = ncclCommWindowRegister(c.comm, x->window, x->window_bytes, &x->win, NCCL_WIN_COLL_SYMMETRIC);
-    return r == ncclSuccess ? "" : ncclGetErrorString(r);
+    if (r != ncclSuccess) return ncclGetErrorString(r);
+    return x->win != nullptr ? "" : "NCCL gave no window (no symmetric memory on this communicator)";
   });
   step("ncclDevCommCreate", [&]() -> std::string {
-    ncclDevCommRequirements reqs = lsa_requirements(1);
+    ncclDevCommRequirements reqs = lsa_requirements(0);  // no barrier: the kernel's flags are its own
     const ncclResult_t r = ncclDevCommCreate(c.comm, &reqs, &x->dev);
     if (r != ncclSuccess) return ncclGetErrorString(r);
     x->dev_made = true;
@@ -188,25 +201,52 @@ void make_device_exchange(communicator::impl& c, clock::time_point start) {
     return "";
   });
   // Every rank has zeroed its window before any rank writes into it.
-  if (why.empty() && !every_rank(c, true, start)) why = "the last agreement";
+  if (why.empty() && !every_rank(c, true, clock::now())) why = "the last agreement";
   if (why.empty()) {
     c.dx = x;
+    c.dx_parked = nullptr;
   } else {
-    c.dx_parked = x;  // its window may be registered: freed after the communicator
     c.dx_why = why;
   }
 }
 
-void free_device_exchange(device_exchange* x) noexcept {
+namespace {
+
+// An exchange kernel still running leaves at the abort word (a peer that never came).
+void stop(device_exchange* x) noexcept {
+  if (x == nullptr || x->done == nullptr) return;
+  if (x->abort != nullptr) *x->abort = 1u;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  (void)cudaEventSynchronize(x->done);
+}
+
+// NCCL's parts (local calls: no rank waits for another), then the memory.
+void release(ncclComm_t comm, device_exchange* x) noexcept {
   if (x == nullptr) return;
-  if (x->done != nullptr) {
-    (void)cudaEventSynchronize(x->done);
-    (void)cudaEventDestroy(x->done);
+  if (comm != nullptr) {
+    if (x->dev_made) (void)ncclDevCommDestroy(comm, &x->dev);
+    if (x->win != nullptr) (void)ncclCommWindowDeregister(comm, x->win);
   }
   if (x->window != nullptr) (void)ncclMemFree(x->window);
+  if (x->done != nullptr) (void)cudaEventDestroy(x->done);
   if (x->state != nullptr) (void)cudaFreeHost(const_cast<unsigned long long*>(x->state));
-  (void)cudaGetLastError();
   delete x;
+}
+
+}  // namespace
+
+void free_device_exchange(communicator::impl& c) noexcept {
+  if (c.dx == nullptr && c.dx_parked == nullptr) return;
+  int was = 0;
+  const bool got = cudaGetDevice(&was) == cudaSuccess;
+  (void)cudaSetDevice(c.device);
+  for (device_exchange* x : {c.dx, c.dx_parked}) {
+    stop(x);
+    release(c.comm, x);
+  }
+  c.dx = c.dx_parked = nullptr;
+  (void)cudaGetLastError();
+  if (got) (void)cudaSetDevice(was);
 }
 
 void enqueue_device_exchange(communicator::impl& c, const header& h, cudaStream_t stream) {
@@ -227,6 +267,7 @@ void enqueue_device_exchange(communicator::impl& c, const header& h, cudaStream_
   if (e == cudaSuccess) e = cudaEventRecord(x.done, stream);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
+    // (abort_comm stops a kernel that did start: free_device_exchange)
     abort_and_throw(c, std::string("the device exchange's kernel: ") + cudaGetErrorString(e));
   }
 }
@@ -234,12 +275,14 @@ void enqueue_device_exchange(communicator::impl& c, const header& h, cudaStream_
 void wait_device_exchange(communicator::impl& c, cudaStream_t stream, const char* what) {
   device_exchange& x = *c.dx;
   const unsigned long long call = x.calls;
-  const clock::time_point waiting = clock::now();
+  clock::time_point waiting = clock::now();
   clock::time_point own{};  // when this rank's own kernel was seen ended (the deadline's start)
   bool own_seen = false;
+  const auto records_in = [&] {
+    return __atomic_load_n(const_cast<unsigned long long*>(x.state + 1), __ATOMIC_ACQUIRE) == call;
+  };
   for (unsigned polls = 1;; ++polls) {
-    if (x.state[1] == call) {
-      std::atomic_thread_fence(std::memory_order_acquire);
+    if (records_in()) {
       trace::mark(trace::own_done);  // (where the records came before a look at the own word)
       return;
     }
@@ -247,17 +290,21 @@ void wait_device_exchange(communicator::impl& c, cudaStream_t stream, const char
     // Now and then: the stream's errors, this rank's kernel, the peers' deadline.
     const cudaError_t q = cudaStreamQuery(stream);
     if (q != cudaSuccess && q != cudaErrorNotReady) abort_and_throw(c, std::string(what) + ": " + cudaGetErrorString(q));
-    if (q == cudaSuccess && x.state[1] != call)
+    if (q == cudaSuccess && !records_in())
       abort_and_throw(c, std::string(what) + ": the exchange's kernel ended without the records");
-    if (!own_seen && x.state[0] == call) {
-      own_seen = true, own = clock::now();
+    if (!own_seen && __atomic_load_n(const_cast<unsigned long long*>(x.state), __ATOMIC_ACQUIRE) == call) {
+      own_seen = true, own = waiting = clock::now();  // the pauses count from here too
       trace::mark(trace::own_done);
     }
     if (own_seen && timed_out(c.opt, own)) {
-      // The kernel leaves at the abort word; then the communicator goes.
+      // The kernel leaves at the abort word; the records may have come meanwhile.
       *x.abort = 1u;
       std::atomic_thread_fence(std::memory_order_seq_cst);
-      (void)cudaStreamSynchronize(stream);
+      (void)cudaEventSynchronize(x.done);
+      if (records_in()) {
+        *x.abort = 0u;
+        return;
+      }
       abort_and_throw(c, no_answer(c, what));
     }
     pause_after(waiting);
@@ -268,11 +315,11 @@ void wait_device_exchange(communicator::impl& c, cudaStream_t stream, const char
 
 struct device_exchange {};
 
-void make_device_exchange(communicator::impl& c, clock::time_point) {
+void make_device_exchange(communicator::impl& c) {
   c.dx = nullptr;
   c.dx_why = "this build has no NCCL device API (nccl_device.h, NCCL 2.28 or later)";
 }
-void free_device_exchange(device_exchange*) noexcept {}
+void free_device_exchange(communicator::impl& c) noexcept { c.dx = c.dx_parked = nullptr; }
 void enqueue_device_exchange(communicator::impl& c, const header&, cudaStream_t) {
   abort_and_throw(c, "the device exchange is not built");
 }

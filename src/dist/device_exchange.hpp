@@ -14,7 +14,7 @@
 // records out of a half has not raised its flag for call c + 1, which every writer of call c + 2
 // waits for first. A rank that never comes: the host, past dist_options::timeout_ms from its own
 // kernel's end, raises an abort word the kernel polls; the kernel leaves, the communicator is
-// aborted, the GPU stays usable.
+// aborted (which stops any exchange kernel first), the GPU stays usable.
 #pragma once
 
 #include <chrono>
@@ -25,15 +25,19 @@
 
 namespace tally::dist {
 
-// Collective (every rank of c, after make_blocking): the window, the device communicator and the
-// pinned words, each step agreed by every rank over the communicator before the next collective
-// one. Sets c.dx, or leaves it null and c.dx_why saying why (nothing then throws: the all-gather
-// stays). Throws only what the agreement's own exchange throws (a rank gone: aborted).
-void make_device_exchange(communicator::impl& c, std::chrono::steady_clock::time_point start);
-// Frees what make_device_exchange made, once the NCCL communicator is destroyed or aborted (which
-// releases the window's registration and the device communicator with it: nothing collective is
-// asked of a rank here, so a rank whose peers are gone never waits for them). Never throws.
-void free_device_exchange(device_exchange* x) noexcept;
+// Collective (every rank of c, after make_blocking; every rank must ask for it, as for any other
+// argument of a collective call): the window, the device communicator and the pinned words, each
+// step agreed by every rank over the communicator (with a deadline of its own) before the next
+// collective one. Sets c.dx, or leaves it null and c.dx_why saying why (nothing then throws: the
+// all-gather stays); the device API is used only where NCCL at run time is the version tally was
+// built with (its structures differ between 2.28 releases). Throws only what the agreement's own
+// exchange throws (a rank gone: aborted).
+void make_device_exchange(communicator::impl& c);
+// Stops an exchange kernel still running (it leaves at the abort word), then releases the device
+// communicator and the window's registration (local calls: no rank waits for another) and the
+// memory; for c.dx and a set-up that failed part way. Before the NCCL communicator is finalized
+// or aborted (abort_comm, ~impl). Never throws.
+void free_device_exchange(communicator::impl& c) noexcept;
 // Enqueues the exchange kernel on `stream` after the shard's partial (programmatic dependent
 // launch), with this rank's header `h`. Throws (having aborted the communicator) on a launch error.
 void enqueue_device_exchange(communicator::impl& c, const header& h, cudaStream_t stream);

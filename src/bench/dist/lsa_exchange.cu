@@ -77,6 +77,9 @@ std::string make(ncclComm_t comm, std::size_t record_bytes, const std::function<
     if (e != ncclSuccess) why = nccl_text(what, e);
     if (!agree(why.empty()) && why.empty()) why = std::string("another rank failed at ") + what;
   };
+  int version = 0;
+  if (ncclGetVersion(&version) != ncclSuccess || version != NCCL_VERSION_CODE)
+    why = "NCCL " + std::to_string(version) + " at run time, built with " + std::to_string(NCCL_VERSION_CODE) + "'s headers";
   if (!agree(why.empty()) && why.empty()) why = "another rank failed to start";
   step("ncclMemAlloc", [&] { return ncclMemAlloc(&x->buf, x->bytes); });
   step("ncclCommWindowRegister",
