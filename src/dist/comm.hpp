@@ -58,6 +58,7 @@ struct communicator::impl {
   // dx_why says why where dist_options::device_exchange asked for it.
   struct device_exchange* dx = nullptr;
   struct device_exchange* dx_parked = nullptr;  // a set-up that failed part way: freed at the end
+  bool dx_used = false;  // the device exchange was set up (c.dx goes at an abort)
   std::string dx_why;
   ~impl();
 };

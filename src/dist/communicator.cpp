@@ -41,7 +41,7 @@ void pause_after(clock::time_point waiting) {
 }
 
 void abort_comm(communicator::impl& c) noexcept {
-  free_device_exchange(c);  // its kernel stopped and its window released before NCCL's abort
+  stop_device_exchange(c);  // its kernel gone before NCCL's abort; its memory freed after it
   // A borrowed communicator belongs to its owner: marked unusable here, aborted by them.
   if ((c.comm != nullptr || c.init != nullptr) && c.owned) {
     int was = 0;
@@ -53,6 +53,7 @@ void abort_comm(communicator::impl& c) noexcept {
     if (got) (void)cudaSetDevice(was);
     c.comm = c.init = nullptr;  // aborted: nothing left to destroy
   }
+  free_device_exchange(c);
   c.usable = false;
   (void)cudaGetLastError();
 }
@@ -243,7 +244,10 @@ communicator::impl::~impl() {
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     pending = cudaEventQuery(async->done) == cudaErrorNotReady;
   }
-  free_device_exchange(*this);  // before NCCL's finalize (its window registered on `comm`)
+  // The device exchange: its kernel stopped, its registration released where the communicator is
+  // finalized (before it), its memory freed once NCCL is done (below).
+  stop_device_exchange(*this);
+  if (usable && !pending) deregister_device_exchange(*this);
   if (owned) {
     // The collectives' communicator (every operation on it was waited for), then the init's:
     // finalize (the init's is non-blocking: polled, with the communicator's deadline), then
@@ -271,6 +275,7 @@ communicator::impl::~impl() {
   // NCCL's work on the stream is done or aborted; a borrowed, failed communicator may still
   // hold it, so only then is the wait skipped.
   if (stream != nullptr && (owned || usable)) (void)cudaStreamSynchronize(stream);
+  free_device_exchange(*this);
 
   // The last stream-ordered call queued outside a graph: its host function and copy use the
   // async state (graphs that hold such calls must be destroyed before the communicator, README).
@@ -323,7 +328,7 @@ ncclComm* communicator::nccl() const { return checked(p_).comm; }
 bool communicator::usable() const { return checked(p_).usable; }
 std::string communicator::exchange() const {
   const impl& c = checked(p_);
-  if (c.dx != nullptr) return "NCCL device API";
+  if (c.dx != nullptr || c.dx_used) return c.usable ? "NCCL device API" : "NCCL device API (aborted)";
   if (!c.dx_why.empty()) return "NCCL all-gather (device exchange unavailable: " + c.dx_why + ")";
   return "NCCL all-gather";
 }

@@ -41,6 +41,7 @@ struct device_exchange {
   // whose records are all at h_all; abort: raised by the host on a timeout.
   volatile unsigned long long* state = nullptr;
   volatile unsigned int* abort = nullptr;
+  bool stopped = false;        // stop() saw no exchange kernel left running
   cudaEvent_t done = nullptr;  // after the last exchange kernel (waited for before the window goes)
   unsigned long long calls = 0;
 };
@@ -151,12 +152,14 @@ void make_device_exchange(communicator::impl& c) {
   std::string why;
   // Each step where every rank took the one before (so no rank waits alone in a collective one);
   // each agreement with a deadline of its own.
+  // Every rank agrees at every step, also one that failed before it (so the agreements pair up).
   const auto step = [&](const char* what, auto&& f) {
-    if (!why.empty()) return;
-    std::string mine = f();
+    const std::string mine = why.empty() ? f() : std::string();
     (void)cudaGetLastError();
-    if (!every_rank(c, mine.empty(), clock::now()) && mine.empty()) mine = std::string("another rank failed at ") + what;
+    const bool all = every_rank(c, why.empty() && mine.empty(), clock::now());
+    if (!why.empty()) return;
     if (!mine.empty()) why = std::string(what) + ": " + mine;
+    else if (!all) why = std::string("another rank failed at ") + what;
   };
   // The device API's structures are those of the headers tally was built with: the same NCCL
   // at run time, or the all-gather.
@@ -201,8 +204,10 @@ void make_device_exchange(communicator::impl& c) {
     return "";
   });
   // Every rank has zeroed its window before any rank writes into it.
-  if (why.empty() && !every_rank(c, true, clock::now())) why = "the last agreement";
+  const bool all_zeroed = every_rank(c, why.empty(), clock::now());
+  if (why.empty() && !all_zeroed) why = "another rank failed at the last agreement";
   if (why.empty()) {
+    c.dx_used = true;
     c.dx = x;
     c.dx_parked = nullptr;
   } else {
@@ -212,41 +217,68 @@ void make_device_exchange(communicator::impl& c) {
 
 namespace {
 
-// An exchange kernel still running leaves at the abort word (a peer that never came).
-void stop(device_exchange* x) noexcept {
-  if (x == nullptr || x->done == nullptr) return;
+// An exchange kernel still running leaves at the abort word (a peer that never came). Waits at
+// most a second for it (a stream stuck in an NCCL collective ahead of it waits for NCCL's abort):
+// false then, and its memory is left alone.
+bool stop(device_exchange* x) noexcept {
+  if (x == nullptr) return true;
+  if (x->done == nullptr) return x->stopped = true;
   if (x->abort != nullptr) *x->abort = 1u;
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  (void)cudaEventSynchronize(x->done);
+  const clock::time_point t0 = clock::now();
+  cudaError_t q = cudaEventQuery(x->done);
+  while (q == cudaErrorNotReady && clock::now() - t0 < std::chrono::seconds(1)) {
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+    q = cudaEventQuery(x->done);
+  }
+  (void)cudaGetLastError();
+  return x->stopped = q != cudaErrorNotReady;
 }
 
-// NCCL's parts (local calls: no rank waits for another), then the memory.
-void release(ncclComm_t comm, device_exchange* x) noexcept {
-  if (x == nullptr) return;
-  if (comm != nullptr) {
-    if (x->dev_made) (void)ncclDevCommDestroy(comm, &x->dev);
-    if (x->win != nullptr) (void)ncclCommWindowDeregister(comm, x->win);
+struct on_device {
+  int was = 0;
+  bool got = false;
+  explicit on_device(int d) {
+    got = cudaGetDevice(&was) == cudaSuccess;
+    (void)cudaSetDevice(d);
   }
-  if (x->window != nullptr) (void)ncclMemFree(x->window);
-  if (x->done != nullptr) (void)cudaEventDestroy(x->done);
-  if (x->state != nullptr) (void)cudaFreeHost(const_cast<unsigned long long*>(x->state));
-  delete x;
-}
+  ~on_device() {
+    (void)cudaGetLastError();
+    if (got) (void)cudaSetDevice(was);
+  }
+};
 
 }  // namespace
 
+void stop_device_exchange(communicator::impl& c) noexcept {
+  if (c.dx == nullptr && c.dx_parked == nullptr) return;
+  on_device d(c.device);
+  for (device_exchange* x : {c.dx, c.dx_parked}) (void)stop(x);
+}
+
+void deregister_device_exchange(communicator::impl& c) noexcept {
+  if (c.comm == nullptr) return;
+  on_device d(c.device);
+  for (device_exchange* x : {c.dx, c.dx_parked}) {
+    if (x == nullptr || !x->stopped) continue;
+    if (x->dev_made) (void)ncclDevCommDestroy(c.comm, &x->dev);
+    if (x->win != nullptr) (void)ncclCommWindowDeregister(c.comm, x->win);
+    x->dev_made = false;
+    x->win = nullptr;
+  }
+}
+
 void free_device_exchange(communicator::impl& c) noexcept {
   if (c.dx == nullptr && c.dx_parked == nullptr) return;
-  int was = 0;
-  const bool got = cudaGetDevice(&was) == cudaSuccess;
-  (void)cudaSetDevice(c.device);
+  on_device d(c.device);
   for (device_exchange* x : {c.dx, c.dx_parked}) {
-    stop(x);
-    release(c.comm, x);
+    if (x == nullptr || !x->stopped) continue;  // a kernel that did not stop: its memory stays (leaked)
+    if (x->window != nullptr) (void)ncclMemFree(x->window);
+    if (x->done != nullptr) (void)cudaEventDestroy(x->done);
+    if (x->state != nullptr) (void)cudaFreeHost(const_cast<unsigned long long*>(x->state));
+    delete x;
   }
   c.dx = c.dx_parked = nullptr;
-  (void)cudaGetLastError();
-  if (got) (void)cudaSetDevice(was);
 }
 
 void enqueue_device_exchange(communicator::impl& c, const header& h, cudaStream_t stream) {
@@ -267,19 +299,26 @@ void enqueue_device_exchange(communicator::impl& c, const header& h, cudaStream_
   if (e == cudaSuccess) e = cudaEventRecord(x.done, stream);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
-    // (abort_comm stops a kernel that did start: free_device_exchange)
+    // A kernel that did start (the event failed) leaves at the abort word before the abort.
+    *x.abort = 1u;
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    (void)cudaStreamSynchronize(stream);
+    (void)cudaGetLastError();
     abort_and_throw(c, std::string("the device exchange's kernel: ") + cudaGetErrorString(e));
   }
 }
 
 void wait_device_exchange(communicator::impl& c, cudaStream_t stream, const char* what) {
-  device_exchange& x = *c.dx;
-  const unsigned long long call = x.calls;
+  // Locals only: abort_and_throw frees c.dx.
+  volatile unsigned long long* const state = c.dx->state;
+  volatile unsigned int* const abort_word = c.dx->abort;
+  const cudaEvent_t done = c.dx->done;
+  const unsigned long long call = c.dx->calls;
   clock::time_point waiting = clock::now();
   clock::time_point own{};  // when this rank's own kernel was seen ended (the deadline's start)
   bool own_seen = false;
   const auto records_in = [&] {
-    return __atomic_load_n(const_cast<unsigned long long*>(x.state + 1), __ATOMIC_ACQUIRE) == call;
+    return __atomic_load_n(const_cast<unsigned long long*>(state + 1), __ATOMIC_ACQUIRE) == call;
   };
   for (unsigned polls = 1;; ++polls) {
     if (records_in()) {
@@ -292,17 +331,17 @@ void wait_device_exchange(communicator::impl& c, cudaStream_t stream, const char
     if (q != cudaSuccess && q != cudaErrorNotReady) abort_and_throw(c, std::string(what) + ": " + cudaGetErrorString(q));
     if (q == cudaSuccess && !records_in())
       abort_and_throw(c, std::string(what) + ": the exchange's kernel ended without the records");
-    if (!own_seen && __atomic_load_n(const_cast<unsigned long long*>(x.state), __ATOMIC_ACQUIRE) == call) {
+    if (!own_seen && __atomic_load_n(const_cast<unsigned long long*>(state), __ATOMIC_ACQUIRE) == call) {
       own_seen = true, own = waiting = clock::now();  // the pauses count from here too
       trace::mark(trace::own_done);
     }
     if (own_seen && timed_out(c.opt, own)) {
       // The kernel leaves at the abort word; the records may have come meanwhile.
-      *x.abort = 1u;
+      *abort_word = 1u;
       std::atomic_thread_fence(std::memory_order_seq_cst);
-      (void)cudaEventSynchronize(x.done);
+      (void)cudaEventSynchronize(done);
       if (records_in()) {
-        *x.abort = 0u;
+        *abort_word = 0u;
         return;
       }
       abort_and_throw(c, no_answer(c, what));
@@ -319,6 +358,8 @@ void make_device_exchange(communicator::impl& c) {
   c.dx = nullptr;
   c.dx_why = "this build has no NCCL device API (nccl_device.h, NCCL 2.28 or later)";
 }
+void stop_device_exchange(communicator::impl&) noexcept {}
+void deregister_device_exchange(communicator::impl&) noexcept {}
 void free_device_exchange(communicator::impl& c) noexcept { c.dx = c.dx_parked = nullptr; }
 void enqueue_device_exchange(communicator::impl& c, const header&, cudaStream_t) {
   abort_and_throw(c, "the device exchange is not built");

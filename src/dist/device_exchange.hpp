@@ -33,10 +33,15 @@ namespace tally::dist {
 // built with (its structures differ between 2.28 releases). Throws only what the agreement's own
 // exchange throws (a rank gone: aborted).
 void make_device_exchange(communicator::impl& c);
-// Stops an exchange kernel still running (it leaves at the abort word), then releases the device
-// communicator and the window's registration (local calls: no rank waits for another) and the
-// memory; for c.dx and a set-up that failed part way. Before the NCCL communicator is finalized
-// or aborted (abort_comm, ~impl). Never throws.
+// Teardown, in this order around NCCL's finalize or abort (abort_comm, ~impl). Stop: an exchange
+// kernel still running leaves at the abort word (waited for at most a second). Deregister (only
+// where the communicator is being finalized, not aborted): the device communicator and the
+// window's registration, local calls. Free, after NCCL's finalize or abort (freeing memory
+// synchronizes the device, which waits for an NCCL kernel stuck on a missing peer until the
+// abort): the window, the pinned words, the event; a kernel that did not stop keeps its memory.
+// For c.dx and a set-up that failed part way. Never throw.
+void stop_device_exchange(communicator::impl& c) noexcept;
+void deregister_device_exchange(communicator::impl& c) noexcept;
 void free_device_exchange(communicator::impl& c) noexcept;
 // Enqueues the exchange kernel on `stream` after the shard's partial (programmatic dependent
 // launch), with this rank's header `h`. Throws (having aborted the communicator) on a launch error.
