@@ -48,16 +48,16 @@ struct dist_options {
   // How long a rank waits for the others (the argument check and the exchange) before it aborts
   // the communicator and throws. 0: wait forever.
   std::uint64_t timeout_ms = 60000;
-  // EXPERIMENTAL (2026-11-28; built and checked on the CPU, not yet run on a GPU): the blocking
-  // calls of a communicator made by init_rank (or mpi_communicator) exchange the records in a
-  // kernel of tally's own through NCCL's device API (a symmetric window, load/store pointers to
-  // the peers' windows), launched as a programmatic dependent of the shard's kernel, and the host
-  // waits on a word that kernel stores into pinned memory, where NCCL's all-gather is otherwise
-  // launched after the shard's kernel and the stream polled. Where the device API is unavailable
-  // (NCCL before 2.28, ranks not all reachable by load/store) the communicator keeps the
-  // all-gather; communicator::exchange() says which it uses and why. The stream-ordered calls and
-  // init_all / borrow keep the all-gather.
-  bool device_exchange = false;
+  // How the blocking calls of a communicator made by init_rank (or mpi_communicator) exchange
+  // the ranks' records. true (the default): in one block of tally's own, launched as a
+  // programmatic dependent of the shard's kernel, through NCCL's device API (a symmetric window,
+  // load/store pointers to the peers' windows, NCCL's LL protocol), which forwards every record to
+  // pinned host memory where the host polls for it (the README gives what it saves). false, or
+  // where the device API is unavailable (NCCL before 2.28 or not the version tally was built
+  // with, ranks not all reachable by load/store, one rank): NCCL's all-gather after the shard's
+  // kernel, the stream polled. communicator::exchange() says which and why. Both give the same
+  // bits. The stream-ordered calls and init_all / borrow use the all-gather.
+  bool device_exchange = true;
 };
 
 class communicator {

@@ -35,7 +35,7 @@ std::string no_answer(const communicator::impl& c, const char* what) {
 
 void pause_after(clock::time_point waiting) {
   const auto waited = clock::now() - waiting;
-  if (waited < std::chrono::microseconds(200)) return;
+  if (waited < std::chrono::milliseconds(5)) return;
   if (waited < std::chrono::milliseconds(20)) std::this_thread::yield();
   else std::this_thread::sleep_for(std::chrono::microseconds(50));
 }
@@ -353,7 +353,8 @@ communicator communicator::init_rank(const unique_id& id, int rank, int size, in
   }
   wait_comm(*c, "ncclCommInitRankConfig", start);
   make_blocking(*c, start);
-  if (opt.device_exchange) make_device_exchange(*c);
+  if (opt.device_exchange && size > 1) make_device_exchange(*c);
+  else if (opt.device_exchange) c->dx_why = "one rank (nothing to exchange; NCCL gives one rank no symmetric memory)";
   return communicator(std::move(c));
 }
 

@@ -24,23 +24,30 @@ using clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr std::size_t kFlagBytes = 4096;  // the flags: two halves x up to 256 ranks x 8 bytes
-constexpr int kHeadWords = kHeaderBytes / 16;  // the header, in 16-byte words
+constexpr int kHeadWords = kHeaderBytes / 4;  // the header, in 4-byte words
 constexpr unsigned kThreads = 256;
+
+// A record travels as LL words (NCCL's LL protocol): 8 bytes, 4 of the record and the call's flag.
+// An 8-byte store lands whole, so a word whose flag is the call's holds the call's data: no fence
+// and no separate flag between a store and the reader that polls it.
+std::size_t ll_words() { return record_bytes() / 4; }
 
 }  // namespace
 
 struct device_exchange {
-  void* window = nullptr;  // ncclMemAlloc: flags, then records (device_exchange.hpp)
+  void* window = nullptr;  // ncclMemAlloc: two halves x ranks x ll_words() LL words (device_exchange.hpp)
   std::size_t window_bytes = 0;
   ncclWindow_t win = nullptr;
   ncclDevComm dev{};
   unsigned char dev_room[1024] = {};  // past dev: room for a newer NCCL's larger ncclDevComm
   bool dev_made = false;
-  // Pinned, mapped: [0] the last call whose own kernel (the shard's) has ended, [1] the last call
-  // whose records are all at h_all; abort: raised by the host on a timeout.
+  // Pinned, mapped: [0] the last call whose own kernel (the shard's) has ended; abort: raised by
+  // the host on a timeout.
   volatile unsigned long long* state = nullptr;
   volatile unsigned int* abort = nullptr;
+  // Pinned, mapped: every rank's record as LL words, rank order, which the kernel forwards from
+  // its window and the host unpacks into h_all.
+  volatile unsigned long long* h_ll = nullptr;
   bool stopped = false;        // stop() saw no exchange kernel left running
   cudaEvent_t done = nullptr;  // after the last exchange kernel (waited for before the window goes)
   unsigned long long calls = 0;
@@ -51,72 +58,46 @@ namespace {
 struct kernel_args {
   ncclWindow_t win;
   int rank, size;
-  unsigned int record_words;  // 16-byte words of a record
+  unsigned int words;  // LL words of a record (4 bytes of it each)
+  unsigned int flag;   // the call's flag (never 0, the window's first value)
   unsigned long long call;
-  const uint4* mine;  // d_mine: the partial and the exact accumulator (past the header)
-  uint4* h_all;       // every rank's record, rank order (pinned)
+  const unsigned int* mine;  // d_mine: the partial and the exact accumulator (past the header)
+  volatile unsigned long long* h_ll;
   volatile unsigned long long* state;
   const volatile unsigned int* abort;
-  uint4 head[kHeadWords];  // this rank's header
+  unsigned int head[kHeadWords];  // this rank's header
 };
 
-__device__ __forceinline__ std::size_t d_flag_offset(unsigned long long call, int rank, int size) {
-  return (static_cast<std::size_t>(call & 1u) * static_cast<std::size_t>(size) + static_cast<std::size_t>(rank)) * 8;
-}
-
-__device__ __forceinline__ std::size_t d_record_offset(unsigned long long call, int rank, int size,
-                                                       unsigned int record_words) {
-  return kFlagBytes + (static_cast<std::size_t>(call & 1u) * static_cast<std::size_t>(size) +
-                       static_cast<std::size_t>(rank)) *
-                          record_words * sizeof(uint4);
+__device__ __forceinline__ std::size_t d_slot(unsigned long long call, int rank, int size, unsigned int words) {
+  return (static_cast<std::size_t>(call & 1u) * static_cast<std::size_t>(size) + static_cast<std::size_t>(rank)) * words;
 }
 
 // One block (device_exchange.hpp).
 __global__ void __launch_bounds__(kThreads) exchange_kernel(const kernel_args a) {
   // The shard's kernel (the programmatic primary) has ended and its partial is visible.
   core::pdl_wait();
-  if (threadIdx.x == 0) a.state[0] = a.call;
-  // This rank's record into its slot of every rank's window.
-  const std::size_t mine_at = d_record_offset(a.call, a.rank, a.size, a.record_words);
+  if (threadIdx.x == 0) *a.state = a.call;  // posted; nothing waits for it
+  const unsigned long long tag = static_cast<unsigned long long>(a.flag) << 32;
+  // This rank's record, as LL words, into its slot of every rank's window.
+  const std::size_t mine_at = d_slot(a.call, a.rank, a.size, a.words) * sizeof(unsigned long long);
   for (int peer = 0; peer < a.size; ++peer) {
-    uint4* to = static_cast<uint4*>(ncclGetLsaPointer(a.win, mine_at, peer));
-    for (unsigned int w = threadIdx.x; w < a.record_words; w += blockDim.x)
-      to[w] = w < static_cast<unsigned int>(kHeadWords) ? a.head[w] : a.mine[w];
+    auto* to = static_cast<volatile unsigned long long*>(ncclGetLsaPointer(a.win, mine_at, peer));
+    for (unsigned int w = threadIdx.x; w < a.words; w += blockDim.x)
+      to[w] = tag | (w < static_cast<unsigned int>(kHeadWords) ? a.head[w] : a.mine[w]);
   }
-  __threadfence_system();
-  __syncthreads();
-  // This rank's flag in every window, after its record (release at system scope).
-  if (threadIdx.x < static_cast<unsigned int>(a.size)) {
-    auto* f = static_cast<unsigned long long*>(
-        ncclGetLsaPointer(a.win, d_flag_offset(a.call, a.rank, a.size), static_cast<int>(threadIdx.x)));
-    cuda::atomic_ref<unsigned long long, cuda::thread_scope_system>(*f).store(a.call, cuda::memory_order_release);
-  }
-  // Every rank's flag in this window; the host's abort word now and then.
-  __shared__ int aborted;
-  if (threadIdx.x == 0) aborted = 0;
-  __syncthreads();
-  if (threadIdx.x < static_cast<unsigned int>(a.size)) {
-    auto* f = static_cast<unsigned long long*>(
-        ncclGetLsaPointer(a.win, d_flag_offset(a.call, static_cast<int>(threadIdx.x), a.size), a.rank));
-    cuda::atomic_ref<unsigned long long, cuda::thread_scope_system> flag(*f);
-    for (unsigned int polls = 1; flag.load(cuda::memory_order_acquire) != a.call; ++polls) {
-      if ((polls & 1023u) == 0 && (*a.abort != 0u || *reinterpret_cast<volatile int*>(&aborted) != 0)) {
-        aborted = 1;
-        break;
-      }
+  // Every rank's words from this window, each as soon as its flag is the call's, forwarded as they
+  // are to pinned host memory (the host polls their flags in turn); the host's abort word now and then.
+  const auto* all = static_cast<const volatile unsigned long long*>(
+      ncclGetLsaPointer(a.win, d_slot(a.call, 0, a.size, a.words) * sizeof(unsigned long long), a.rank));
+  const unsigned int n = a.words * static_cast<unsigned int>(a.size);
+  for (unsigned int w = threadIdx.x; w < n; w += blockDim.x) {
+    unsigned long long v = all[w];
+    for (unsigned int polls = 1; static_cast<unsigned int>(v >> 32) != a.flag; ++polls) {
+      if ((polls & 1023u) == 0 && *a.abort != 0u) return;
+      v = all[w];
     }
+    a.h_ll[w] = v;
   }
-  __syncthreads();
-  if (aborted) return;
-  // The records into pinned host memory, then the call's number after them.
-  const uint4* all = static_cast<const uint4*>(ncclGetLsaPointer(a.win, d_record_offset(a.call, 0, a.size, a.record_words), a.rank));
-  const unsigned int words = a.record_words * static_cast<unsigned int>(a.size);
-  for (unsigned int w = threadIdx.x; w < words; w += blockDim.x) a.h_all[w] = all[w];
-  __threadfence_system();
-  __syncthreads();
-  if (threadIdx.x == 0)
-    cuda::atomic_ref<unsigned long long, cuda::thread_scope_system>(*const_cast<unsigned long long*>(a.state + 1))
-        .store(a.call, cuda::memory_order_release);
 }
 
 std::string nccl_text(const char* what, ncclResult_t r) { return std::string(what) + ": " + ncclGetErrorString(r); }
@@ -167,11 +148,7 @@ void make_device_exchange(communicator::impl& c) {
   if (ncclGetVersion(&version) != ncclSuccess || version != NCCL_VERSION_CODE)
     why = "NCCL " + std::to_string(version) + " at run time, tally built with NCCL " + std::to_string(NCCL_VERSION_CODE) +
           "'s headers";
-  x->window_bytes = kFlagBytes + 2 * static_cast<std::size_t>(c.size) * record_bytes();
-  // One thread of the kernel's block per rank's flag; the flags' part of the window holds them.
-  if (c.size > static_cast<int>(kThreads) || 2 * static_cast<std::size_t>(c.size) * 8 > kFlagBytes)
-    why = "more ranks (" + std::to_string(c.size) + ") than the exchange kernel's flags hold (" +
-          std::to_string(kFlagBytes / 16) + " at most)";
+  x->window_bytes = 2 * static_cast<std::size_t>(c.size) * ll_words() * sizeof(unsigned long long);
   step("ncclMemAlloc", [&]() -> std::string {
     const ncclResult_t r = ncclMemAlloc(&x->window, x->window_bytes);
     return r == ncclSuccess ? "" : ncclGetErrorString(r);
@@ -197,6 +174,11 @@ void make_device_exchange(communicator::impl& c) {
     std::memset(words, 0, 64);
     x->state = static_cast<volatile unsigned long long*>(words);
     x->abort = reinterpret_cast<volatile unsigned int*>(static_cast<unsigned char*>(words) + 32);
+    const std::size_t ll_bytes = static_cast<std::size_t>(c.size) * ll_words() * sizeof(unsigned long long);
+    void* ll = nullptr;
+    if (cudaHostAlloc(&ll, ll_bytes, cudaHostAllocMapped) != cudaSuccess) return "cudaHostAlloc(the exchange's records)";
+    std::memset(ll, 0, ll_bytes);
+    x->h_ll = static_cast<volatile unsigned long long*>(ll);
     if (cudaEventCreateWithFlags(&x->done, cudaEventDisableTiming) != cudaSuccess) return "cudaEventCreate";
     if (cudaMemsetAsync(x->window, 0, x->window_bytes, c.stream) != cudaSuccess ||
         cudaStreamSynchronize(c.stream) != cudaSuccess)
@@ -276,6 +258,7 @@ void free_device_exchange(communicator::impl& c) noexcept {
     if (x->window != nullptr) (void)ncclMemFree(x->window);
     if (x->done != nullptr) (void)cudaEventDestroy(x->done);
     if (x->state != nullptr) (void)cudaFreeHost(const_cast<unsigned long long*>(x->state));
+    if (x->h_ll != nullptr) (void)cudaFreeHost(const_cast<unsigned long long*>(x->h_ll));
     delete x;
   }
   c.dx = c.dx_parked = nullptr;
@@ -287,10 +270,13 @@ void enqueue_device_exchange(communicator::impl& c, const header& h, cudaStream_
   a.win = x.win;
   a.rank = c.rank;
   a.size = c.size;
-  a.record_words = static_cast<unsigned int>(record_bytes() / sizeof(uint4));
-  a.call = ++x.calls;
-  a.mine = reinterpret_cast<const uint4*>(c.d_mine);
-  a.h_all = reinterpret_cast<uint4*>(c.h_all);
+  a.words = static_cast<unsigned int>(ll_words());
+  // The call's number and flag: a flag of 0 (the window's first value) is skipped, on every rank alike.
+  if (static_cast<unsigned int>(++x.calls) == 0u) ++x.calls;
+  a.call = x.calls;
+  a.flag = static_cast<unsigned int>(a.call);
+  a.mine = reinterpret_cast<const unsigned int*>(c.d_mine);
+  a.h_ll = x.h_ll;
   a.state = x.state;
   a.abort = x.abort;
   static_assert(sizeof(header) <= sizeof a.head, "the header fits the kernel's argument");
@@ -312,29 +298,42 @@ void wait_device_exchange(communicator::impl& c, cudaStream_t stream, const char
   // Locals only: abort_and_throw frees c.dx.
   volatile unsigned long long* const state = c.dx->state;
   volatile unsigned int* const abort_word = c.dx->abort;
+  const volatile unsigned long long* const ll = c.dx->h_ll;
   const cudaEvent_t done = c.dx->done;
   const unsigned long long call = c.dx->calls;
-  clock::time_point waiting = clock::now();
+  const auto flag = static_cast<unsigned int>(call);
+  const std::size_t n = ll_words() * static_cast<std::size_t>(c.size);
+  auto* const out = reinterpret_cast<unsigned int*>(c.h_all);  // record_bytes() a rank, as the all-gather's
+  std::size_t next = 0;  // the words before it are the call's, unpacked
+  // The LL words in turn, each unpacked once its flag is the call's (an 8-byte word lands whole).
+  const auto records_in = [&] {
+    for (; next < n; ++next) {
+      const unsigned long long v = ll[next];
+      if (static_cast<unsigned int>(v >> 32) != flag) return false;
+      out[next] = static_cast<unsigned int>(v);
+    }
+    return true;
+  };
+  clock::time_point waiting = clock::now(), queried = waiting;
   clock::time_point own{};  // when this rank's own kernel was seen ended (the deadline's start)
   bool own_seen = false;
-  const auto records_in = [&] {
-    return __atomic_load_n(const_cast<unsigned long long*>(state + 1), __ATOMIC_ACQUIRE) == call;
-  };
-  for (unsigned polls = 1;; ++polls) {
+  for (;;) {
     if (records_in()) {
-      trace::mark(trace::own_done);  // (where the records came before a look at the own word)
+      if (!own_seen) trace::mark(trace::own_done);  // (where the records came before a look at the own word)
       return;
     }
-    if ((polls & 15u) != 0) continue;
-    // Now and then: the stream's errors, this rank's kernel, the peers' deadline.
+    if (!own_seen && *state == call) {
+      own_seen = true, own = waiting = clock::now();  // the pauses count from here too
+      trace::mark(trace::own_done);
+    }
+    // Every few microseconds: the stream's errors, the peers' deadline, a pause.
+    const clock::time_point now = clock::now();
+    if (now - queried < std::chrono::microseconds(5)) continue;
+    queried = now;
     const cudaError_t q = cudaStreamQuery(stream);
     if (q != cudaSuccess && q != cudaErrorNotReady) abort_and_throw(c, std::string(what) + ": " + cudaGetErrorString(q));
     if (q == cudaSuccess && !records_in())
       abort_and_throw(c, std::string(what) + ": the exchange's kernel ended without the records");
-    if (!own_seen && __atomic_load_n(const_cast<unsigned long long*>(state), __ATOMIC_ACQUIRE) == call) {
-      own_seen = true, own = waiting = clock::now();  // the pauses count from here too
-      trace::mark(trace::own_done);
-    }
     if (own_seen && timed_out(c.opt, own)) {
       // The kernel leaves at the abort word; the records may have come meanwhile.
       *abort_word = 1u;

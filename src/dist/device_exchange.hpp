@@ -3,16 +3,17 @@
 // the shard's kernel and polls the stream, this path launches one small kernel of tally's own as
 // a programmatic dependent of the shard's kernel (it is resident before that kernel ends and waits
 // for it with griddepcontrol.wait). That kernel writes this rank's record (the header from the
-// host, the partial and exact accumulator from d_mine) into every rank's slot of a symmetric NCCL
-// window through the load/store pointers NCCL gives (ncclGetLsaPointer), raises its flag in every
-// window, waits for every rank's flag in its own, copies the records into pinned host memory and
-// stores the call's number into a pinned word, on which the host spins (no stream query between
-// the kernel's end and the result; `tally bench calls`: 7.2 against 10.3 us for a synchronize).
+// host, the partial and exact accumulator from d_mine) into its slot of every rank's symmetric
+// NCCL window through the load/store pointers NCCL gives (ncclGetLsaPointer), as LL words (NCCL's
+// LL protocol: 8 bytes, 4 of data and the call's 4-byte flag, stored whole, so no fence and no
+// separate flag), polls its own window until every word of every rank carries the call's flag,
+// and forwards those words as they are to pinned host memory, where the host unpacks each into
+// h_all once its flag is the call's (no stream query between the kernel's end and the result).
 //
-// Window layout: flags (two halves x ranks, 8 bytes each, in 4096 bytes), then records
-// (two halves x ranks x record_bytes()). Call c uses half c % 2: a rank still copying call c's
-// records out of a half has not raised its flag for call c + 1, which every writer of call c + 2
-// waits for first. A rank that never comes: the host, past dist_options::timeout_ms from its own
+// Window layout: two halves x ranks x record_bytes() / 4 LL words. Call c uses half c % 2: a rank
+// still reading call c's words out of a half has not written its words for call c + 1, which every
+// writer of call c + 2 waited for first. Flags are the call's number's low 32 bits, 0 skipped.
+// A rank that never comes: the host, past dist_options::timeout_ms from its own
 // kernel's end, raises an abort word the kernel polls; the kernel leaves, the communicator is
 // aborted (which stops any exchange kernel first), the GPU stays usable.
 #pragma once

@@ -63,8 +63,11 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
   const int log2n = argc > 1 ? std::atoi(argv[1]) : 24;
-  // "device": every communicator with dist_options::device_exchange (NCCL's device API).
-  const bool device = argc > 2 && std::string(argv[2]) == "device";
+  // The exchange of every communicator: "device" (dist_options::device_exchange, the default, and
+  // the check that NCCL's device API is in use), "allgather" (device_exchange = false), or
+  // nothing (the default, whichever exchange the communicator chose).
+  const std::string how = argc > 2 ? argv[2] : "";
+  const bool device = how != "allgather";
   const std::size_t n = (std::size_t(1) << log2n) + 777;
   try {
     tally::dist::dist_options o;
@@ -74,7 +77,8 @@ int main(int argc, char** argv) {
     held.emplace(tally::dist::mpi_communicator(MPI_COMM_WORLD, -1, o));
     tally::dist::communicator& comm = *held;
     if (rank_ == 0) std::printf("exchange: %s\n", comm.exchange().c_str());
-    if (device) expect(comm.exchange() == "NCCL device API", "the device exchange is in use (" + comm.exchange() + ")");
+    if (how == "device") expect(comm.exchange() == "NCCL device API", "the device exchange is in use (" + comm.exchange() + ")");
+    if (how == "allgather") expect(comm.exchange() == "NCCL all-gather", "the all-gather is in use (" + comm.exchange() + ")");
     // This rank's buffers on this rank's GPU.
     if (cudaSetDevice(comm.device()) != cudaSuccess) throw tally::error("cudaSetDevice failed");
     if (rank_ == 0) std::printf("%d ranks, n = %zu\n", size_, n);

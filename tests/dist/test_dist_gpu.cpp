@@ -130,18 +130,19 @@ TEST(DistGpu, ARankOfItsOwnAndABorrowedCommunicator) {
   EXPECT_EQ(dist::dot(c, {d.get(), h.size(), 0, d.get()}, dtype::f64, {}).f, dot_value(d.get(), d.get(), h.size(), dtype::f64).f);
 }
 
-// dist_options::device_exchange (experimental) on a communicator of one rank: the exchange through
-// NCCL's device API gives the one-GPU results (bitwise in exact mode and for integers), names a
-// bad shard and stays usable. Where the device API is missing the communicator says why and the
-// all-gather gives the same results.
-TEST(DistGpu, TheDeviceExchangeGivesTheOneGpuResults) {
+// dist_options::device_exchange (the default) on a communicator of one rank: there is nothing to
+// exchange (and NCCL gives one rank no symmetric memory), so the communicator keeps the
+// all-gather, says why, gives the one-GPU results (bitwise in exact mode and for integers), names
+// a bad shard and stays usable. The device exchange itself runs under MPI on two or more GPUs
+// (tally_dist_mpi_check device, from scripts/gpu-check.sh dist).
+TEST(DistGpu, OneRankKeepsTheAllGatherAndSaysWhy) {
   TALLY_REQUIRE_GPU();
   const dist::unique_id id = dist::make_unique_id();
   dist::dist_options o;
-  o.device_exchange = true;
+  EXPECT_TRUE(o.device_exchange);  // the default
   dist::communicator c = dist::communicator::init_rank(id, 0, 1, 0, o);
   std::printf("exchange: %s\n", c.exchange().c_str());
-  EXPECT_NE(c.exchange().find("NCCL"), std::string::npos);
+  EXPECT_NE(c.exchange().find("NCCL all-gather (device exchange unavailable: one rank"), std::string::npos);
   set_device on(0);
   const std::size_t n = small_only() ? (1u << 14) + 7 : (1u << 20) + 7;
   std::mt19937_64 rng(test_seed());
@@ -157,7 +158,7 @@ TEST(DistGpu, TheDeviceExchangeGivesTheOneGpuResults) {
   const dist::shard sf{df.get(), n, 0, nullptr}, si{di.get(), n, 0, nullptr};
   options exact;
   exact.mode = accuracy::exact;
-  for (int round = 0; round < 3; ++round) {  // the window's two halves, then the first again
+  for (int round = 0; round < 3; ++round) {  // calls in a row
     EXPECT_EQ(dist::reduce(c, sf, dtype::f32, op::sum, exact), reduce_value(df.get(), n, dtype::f32, op::sum, nullptr, exact));
     long long ref = 0;
     for (std::int32_t v : xi) ref += v;

@@ -189,15 +189,15 @@ report run(const dist_bench_options& opt, int rank, int size) {
   dopt.timeout_ms = 120000;
   std::optional<dist::communicator> comm;
   comm.emplace(dist::mpi_communicator(MPI_COMM_WORLD, -1, dopt));
-  // A second communicator whose blocking calls exchange through NCCL's device API
-  // (dist_options::device_exchange, experimental): its own candidate where it is available.
-  std::optional<dist::communicator> comm_dx;
-  {
+  // Where tally's communicator exchanges through NCCL's device API (dist_options::device_exchange,
+  // the default), a second one with the all-gather (device_exchange = false): its own candidate.
+  const bool has_dx = on_every_rank(comm->exchange() == "NCCL device API");
+  std::optional<dist::communicator> comm_ag;
+  if (has_dx) {
     dist::dist_options o = dopt;
-    o.device_exchange = true;
-    comm_dx.emplace(dist::mpi_communicator(MPI_COMM_WORLD, -1, o));
+    o.device_exchange = false;
+    comm_ag.emplace(dist::mpi_communicator(MPI_COMM_WORLD, -1, o));
   }
-  const bool has_dx = on_every_rank(comm_dx->exchange() == "NCCL device API");
   check(cudaSetDevice(comm->device()), "cudaSetDevice(this rank's GPU)");
   nccl_comm base(rank, size);
   cudaStream_t s = nullptr;
@@ -241,7 +241,7 @@ report run(const dist_bench_options& opt, int rank, int size) {
   rep.meta["nccl_version"] = nccl_version;
   const char* nvls = std::getenv("NCCL_NVLS_ENABLE");
   rep.meta["NCCL_NVLS_ENABLE"] = nvls ? nvls : "(unset)";
-  rep.meta["device_exchange"] = comm_dx->exchange();
+  rep.meta["exchange"] = comm->exchange();
   rep.meta["timing"] = "host wall clock of blocking calls that end with the result on the host: back-to-back calls "
                        "after a barrier and one untimed call, the slowest rank's time per call, the median of " +
                        std::to_string(reps) + " loops; candidates alternate";
@@ -264,9 +264,9 @@ report run(const dist_bench_options& opt, int rank, int size) {
               {"cub_allreduce_us", "CUB per shard + ncclAllReduce", 1},
               {"scaling", "scaling (1 GPU / dist)", 2},
               {"vs_cub_allreduce", "CUB+AllReduce / dist", 2},
-              {"dist_dx_us", "tally::dist, device exchange", 1},
-              {"scaling_dx", "its scaling", 2},
-              {"dx_same_bits", "its bits as dist's", -1},
+              {"dist_ag_us", "tally::dist, all-gather exchange", 1},
+              {"scaling_ag", "its scaling", 2},
+              {"ag_same_bits", "its bits as dist's", -1},
               {"budget_us", "shard + all-reduce + 5 us", 1},
               {"within_budget", "dist within it", -1},
               {"dist_gbps", "dist GB/s", 0},
@@ -354,12 +354,12 @@ report run(const dist_bench_options& opt, int rank, int size) {
          }},
         {"tally::reduce_value of 1 element (one GPU)", false,
          [&] { (void)reduce_value(one.get(), 1, dtype::f32, op::sum, reinterpret_cast<stream_t>(s)); }},
-        {"tally::dist::reduce of 1 element a rank", false,
+        {has_dx ? "tally::dist::reduce of 1 element a rank (device exchange)" : "tally::dist::reduce of 1 element a rank", false,
          [&] { (void)dist::reduce(*comm, tiny, dtype::f32, op::sum, {}, reinterpret_cast<stream_t>(s)); }},
     };
     if (has_dx)
-      cl.push_back({"tally::dist::reduce of 1 element a rank, device exchange", false,
-                    [&] { (void)dist::reduce(*comm_dx, tiny, dtype::f32, op::sum, {}, reinterpret_cast<stream_t>(s)); }});
+      cl.push_back({"tally::dist::reduce of 1 element a rank, all-gather exchange", false,
+                    [&] { (void)dist::reduce(*comm_ag, tiny, dtype::f32, op::sum, {}, reinterpret_cast<stream_t>(s)); }});
     const std::vector<double> tl = time_all(cl, opt.quick ? 50 : 200, reps, rank).slowest;
     table lat{"latency: what a small call's parts cost (us per blocking call, the slowest rank)",
               {{"what", "what", -1}, {"us", "us", 1}},
@@ -499,7 +499,7 @@ report run(const dist_bench_options& opt, int rank, int size) {
            check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
          }},
     };
-    if (has_dx) cs.push_back({"dist_dx", false, [&] { (void)dist::reduce(*comm_dx, sh, dtype::f32, op::sum, {}, ts); }});
+    if (has_dx) cs.push_back({"dist_ag", false, [&] { (void)dist::reduce(*comm_ag, sh, dtype::f32, op::sum, {}, ts); }});
     const medians tm = time_all(cs, calls, reps, rank);
     const std::vector<double>& t = tm.slowest;
     const value f0 = dist::reduce(*comm, sh, dtype::f32, op::sum, {}, ts);
@@ -507,14 +507,14 @@ report run(const dist_bench_options& opt, int rank, int size) {
     for (int r = 0; r < 20; ++r) same = same && dist::reduce(*comm, sh, dtype::f32, op::sum, {}, ts) == f0;
     same = on_every_rank(same);
     for (json& r : trace_steps(L, 40, rank, size, [&] { (void)dist::reduce(*comm, sh, dtype::f32, op::sum, {}, ts); })) {
-      r["exchange"] = "all-gather";
+      r["exchange"] = has_dx ? "device API" : "all-gather";
       steps.rows.push_back(std::move(r));
     }
-    std::string dx_same = "-";
+    std::string ag_same = "-";
     if (has_dx) {
-      dx_same = on_every_rank(dist::reduce(*comm_dx, sh, dtype::f32, op::sum, {}, ts) == f0) ? "yes" : "NO";
-      for (json& r : trace_steps(L, 40, rank, size, [&] { (void)dist::reduce(*comm_dx, sh, dtype::f32, op::sum, {}, ts); })) {
-        r["exchange"] = "device API";
+      ag_same = on_every_rank(dist::reduce(*comm_ag, sh, dtype::f32, op::sum, {}, ts) == f0) ? "yes" : "NO";
+      for (json& r : trace_steps(L, 40, rank, size, [&] { (void)dist::reduce(*comm_ag, sh, dtype::f32, op::sum, {}, ts); })) {
+        r["exchange"] = "all-gather";
         steps.rows.push_back(std::move(r));
       }
     }
@@ -529,9 +529,9 @@ report run(const dist_bench_options& opt, int rank, int size) {
                          {"cub_allreduce_us", t[5]},
                          {"scaling", t[0] / t[4]},
                          {"vs_cub_allreduce", t[5] / t[4]},
-                         {"dist_dx_us", has_dx ? json(t[6]) : json()},
-                         {"scaling_dx", has_dx ? json(t[0] / t[6]) : json()},
-                         {"dx_same_bits", dx_same},
+                         {"dist_ag_us", has_dx ? json(t[6]) : json()},
+                         {"scaling_ag", has_dx ? json(t[0] / t[6]) : json()},
+                         {"ag_same_bits", ag_same},
                          {"budget_us", budget},
                          {"within_budget", t[4] <= budget ? "yes" : "no"},
                          {"dist_gbps", 4.0 * static_cast<double>(N) / t[4] / 1e3},
@@ -624,7 +624,7 @@ report run(const dist_bench_options& opt, int rank, int size) {
   if (opt.async) rep.tables.push_back(std::move(strm));
   rep.tables.push_back(std::move(exact));
   comm.reset();
-  comm_dx.reset();
+  comm_ag.reset();
   check(cudaStreamDestroy(s), "cudaStreamDestroy(bench dist)");
   return rep;
 }
