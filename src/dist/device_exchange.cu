@@ -50,7 +50,8 @@ struct device_exchange {
   volatile unsigned long long* h_ll = nullptr;
   bool stopped = false;        // stop() saw no exchange kernel left running
   cudaEvent_t done = nullptr;  // after the last exchange kernel (waited for before the window goes)
-  unsigned long long calls = 0;
+  unsigned long long calls = 0;  // the calls so far: call c uses the windows' half c % 2
+  unsigned int flag = 0;         // the last call's flag: one more a call, 0 (the first value) skipped
 };
 
 namespace {
@@ -271,10 +272,10 @@ void enqueue_device_exchange(communicator::impl& c, const header& h, cudaStream_
   a.rank = c.rank;
   a.size = c.size;
   a.words = static_cast<unsigned int>(ll_words());
-  // The call's number and flag: a flag of 0 (the window's first value) is skipped, on every rank alike.
-  if (static_cast<unsigned int>(++x.calls) == 0u) ++x.calls;
-  a.call = x.calls;
-  a.flag = static_cast<unsigned int>(a.call);
+  // The call's number (its half: the halves alternate) and its flag, which differs from the last
+  // call's and is never 0 (the first value of the windows and the host's words), on every rank alike.
+  a.call = ++x.calls;
+  a.flag = x.flag = next_flag(x.flag);
   a.mine = reinterpret_cast<const unsigned int*>(c.d_mine);
   a.h_ll = x.h_ll;
   a.state = x.state;
@@ -301,7 +302,7 @@ void wait_device_exchange(communicator::impl& c, cudaStream_t stream, const char
   const volatile unsigned long long* const ll = c.dx->h_ll;
   const cudaEvent_t done = c.dx->done;
   const unsigned long long call = c.dx->calls;
-  const auto flag = static_cast<unsigned int>(call);
+  const unsigned int flag = c.dx->flag;
   const std::size_t n = ll_words() * static_cast<std::size_t>(c.size);
   auto* const out = reinterpret_cast<unsigned int*>(c.h_all);  // record_bytes() a rank, as the all-gather's
   std::size_t next = 0;  // the words before it are the call's, unpacked
@@ -338,7 +339,11 @@ void wait_device_exchange(communicator::impl& c, cudaStream_t stream, const char
       // The kernel leaves at the abort word; the records may have come meanwhile.
       *abort_word = 1u;
       std::atomic_thread_fence(std::memory_order_seq_cst);
-      (void)cudaEventSynchronize(done);
+      // At most a second (as stop()): a kernel past its polls leaves within 1024 of them.
+      const clock::time_point raised = clock::now();
+      while (cudaEventQuery(done) == cudaErrorNotReady && clock::now() - raised < std::chrono::seconds(1))
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      (void)cudaGetLastError();
       if (records_in()) {
         *abort_word = 0u;
         return;

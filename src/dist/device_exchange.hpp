@@ -12,7 +12,8 @@
 //
 // Window layout: two halves x ranks x record_bytes() / 4 LL words. Call c uses half c % 2: a rank
 // still reading call c's words out of a half has not written its words for call c + 1, which every
-// writer of call c + 2 waited for first. Flags are the call's number's low 32 bits, 0 skipped.
+// writer of call c + 2 waited for first. Flags: a 32-bit count of the calls with 0 skipped, so a
+// call's flag differs from the last call's (the host's words) and the one before (its half).
 // A rank that never comes: the host, past dist_options::timeout_ms from its own
 // kernel's end, raises an abort word the kernel polls; the kernel leaves, the communicator is
 // aborted (which stops any exchange kernel first), the GPU stays usable.
@@ -50,5 +51,9 @@ void enqueue_device_exchange(communicator::impl& c, const header& h, cudaStream_
 // Waits until every rank's record is at c.h_all: the deadline counts from this rank's own kernel's
 // end. On a timeout raises the abort word, waits for the kernel to leave, aborts and throws.
 void wait_device_exchange(communicator::impl& c, cudaStream_t stream, const char* what);
+
+// The flag of the call after one whose flag was `last`: one more, 0 (the first value of the
+// windows and of the host's words) skipped, so it differs from the last two calls' flags.
+constexpr unsigned int next_flag(unsigned int last) { return last == 0xFFFFFFFFu ? 1u : last + 1u; }
 
 }  // namespace tally::dist

@@ -10,6 +10,7 @@
 
 #include "chunked/accumulation.hpp"
 #include "core/exact.cuh"
+#include "dist/device_exchange.hpp"
 #include "dist/record.hpp"
 #include "support.hpp"
 
@@ -279,6 +280,27 @@ TEST(DistCpu, TheStreamOrderedCombineWritesTheResultOrTheFailure) {
     EXPECT_NE(dist::combine_into(r.bytes.data(), r.size, 1, out).find("this rank's own record is malformed"), std::string::npos);
     EXPECT_NE(dist::combine_into(r.bytes.data(), r.size, 0, out).find("rank 1 sent no tally record"), std::string::npos);
   }
+}
+
+// The device exchange's flags (device_exchange.hpp): never 0 (the zeroed windows' and host words'
+// first value), and each differs from the two before it across the 32-bit wrap, while the windows'
+// half (the call's number % 2) alternates.
+TEST(DistCpu, TheDeviceExchangeFlagsSkipZeroAndNeverRepeatTwoCallsApart) {
+  for (unsigned int start : {0u, 1u, 0xFFFFFFF0u}) {
+    unsigned int f[3] = {start, 0, 0};
+    f[1] = dist::next_flag(f[0]);
+    for (int k = 0; k < 40; ++k) {
+      f[2] = dist::next_flag(f[1]);
+      EXPECT_NE(f[2], 0u);
+      EXPECT_NE(f[2], f[1]);
+      EXPECT_NE(f[2], f[0]);
+      f[0] = f[1];
+      f[1] = f[2];
+    }
+  }
+  EXPECT_EQ(dist::next_flag(0xFFFFFFFFu), 1u);
+  EXPECT_EQ(dist::next_flag(0u), 1u);
+  EXPECT_EQ(dist::next_flag(41u), 42u);
 }
 
 }  // namespace
