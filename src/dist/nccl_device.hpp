@@ -1,7 +1,7 @@
 // NCCL's device API (nccl_device.h, NCCL 2.28 and later) where this build has it:
 // TALLY_DIST_DEVICE_API is 1 then, and lsa_requirements() gives a device communicator's
 // requirements of `barriers` LSA barriers (NCCL's initializer where the headers define one).
-// Included by CUDA sources only (src/dist/device_exchange.cu, src/bench/dist/lsa_exchange.cu).
+// Included by CUDA sources only (src/dist/device_exchange.cu).
 #pragma once
 
 #include <nccl.h>

@@ -13,9 +13,9 @@ namespace tally::dist::trace {
 enum point : int {
   start,      // the call entered
   launched,   // the shard's kernel and the header's copy are queued
-  queued,     // the all-gather is queued after them
-  own_done,   // this rank's kernel has ended (its event waited for)
-  exchanged,  // the all-gather has ended (the stream polled)
+  queued,     // the exchange is queued after them (the all-gather, or the device exchange's kernel)
+  own_done,   // this rank's kernel has ended (its event; the device exchange: the word its kernel stores first)
+  exchanged,  // the exchange has ended (the stream polled; the device exchange: every record at the host)
   combined,   // the records checked and folded: the call returns
   kPoints
 };

@@ -18,7 +18,6 @@
 
 #include "bench/dist/cub_shard.hpp"
 #include "bench/dist/dist_common.hpp"
-#include "bench/dist/lsa_exchange.hpp"
 #include "bench/probe.hpp"
 #include "bench/timing.hpp"
 #include "dist/trace.hpp"
@@ -391,12 +390,7 @@ report run(const dist_bench_options& opt, int rank, int size) {
     const auto gather = [&](const void* from, void* to, std::size_t bytes) {
       queued(tc, ncclAllGather(from, to, bytes, ncclUint8, tc, s));
     };
-    // NCCL's device API on the baseline's communicator (src/bench/dist/lsa_exchange.hpp), where
-    // this build and the machine have it.
-    lsa::exchange* fused = nullptr;
-    const std::string fused_why =
-        lsa::make(base.c, kRecord, [](bool ok) { return on_every_rank(ok); }, &fused);
-    std::vector<candidate> ck = {
+    const std::vector<candidate> ck = {
         {"the spin, then cudaStreamSynchronize", false, [&] { spin(); sync(); }},
         {"+ 4 B copied to pinned host memory (a one-GPU blocking call's tail)", false,
          [&] {
@@ -423,33 +417,13 @@ report run(const dist_bench_options& opt, int rank, int size) {
         {"+ ncclAllGather 1536 B a rank, pinned host memory to pinned host memory", false,
          [&] { spin(); gather(h_send.p, h_rec.p, kRecord); sync(); }},
     };
-    const char* kFused =
-        "+ the exchange inside the kernel: records into every rank's window, an LSA barrier, the records into pinned "
-        "host memory (NCCL device API)";
-    if (fused != nullptr)
-      ck.push_back({kFused, false, [&] {
-                      check(lsa::run(fused, s, kSpinNs, h_rec.p), "the device API's exchange kernel");
-                      sync();
-                    }});
     const std::vector<double> tk = time_all(ck, opt.quick ? 20 : 60, reps, rank).slowest;
-    std::string fused_check = fused_why;
-    if (fused != nullptr) {
-      fused_check = lsa::check(fused, h_rec.p);
-      fused_check = on_every_rank(fused_check.empty()) ? "" : (fused_check.empty() ? "wrong on another rank" : fused_check);
-      lsa::destroy(fused);
-    }
     table after{"after a kernel: what a step costs once a 100 us kernel ends (us over the spin and a synchronize, "
                 "the slowest rank)",
                 {{"what", "what", -1}, {"us", "us per call", 1}, {"over", "over the first row", 1}},
                 {}};
-    for (std::size_t k = 0; k < ck.size(); ++k) {
-      if (ck[k].key == kFused && !fused_check.empty()) continue;
+    for (std::size_t k = 0; k < ck.size(); ++k)
       after.rows.push_back({{"what", ck[k].key}, {"us", tk[k]}, {"over", tk[k] - tk[0]}});
-    }
-    if (!fused_check.empty()) {
-      after.rows.push_back({{"what", std::string(kFused) + ": not measured (" + fused_check + ")"}, {"us", nullptr},
-                            {"over", nullptr}});
-    }
     rep.tables.push_back(std::move(after));
     check(cudaEventDestroy(head), "cudaEventDestroy");
     check(cudaEventDestroy(ready), "cudaEventDestroy");
