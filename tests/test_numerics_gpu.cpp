@@ -1591,6 +1591,33 @@ TEST(NumericsGpu, StatsOfConstantData) {
   run_stats_constant<std::int32_t>(7);
 }
 
+// An outlier as the first element (the first thread's, warp's and block's centre candidate):
+// the merge in means keeps m2 to about (a thread's count + log2 of the threads + 5) x 2^-53 of
+// itself (1.0e-14 measured for f64 at 2^22 on an H200, 2026-11-28); a centre shared by a whole
+// block would lose up to n_b times that there (docs/tuning.md, "a pinned centre"). Held to
+// 1e-13; twice the same bits.
+template <class T>
+void run_stats_outlier_first(double outlier) {
+  std::uint64_t seed = test_seed() + 77;
+  for (std::uint64_t n : sizes({2, 33, 4099, 65537, (1u << 20) + 3, (1u << 22) + 1})) {
+    std::vector<T> h = uniform<T>(n, ++seed, -1, 1);
+    h[0] = ref::make<T>(outlier);
+    check_stats(h, nan_policy::propagate, "outlier first", 1e-13L);
+    on_device<T> d(h);
+    const stats a = stats_value(d.get(), n, ref::dtype_of<T>()), b = stats_value(d.get(), n, ref::dtype_of<T>());
+    EXPECT_EQ(bits_of(a.m2), bits_of(b.m2)) << "n=" << n;
+    EXPECT_EQ(bits_of(a.sum), bits_of(b.sum)) << "n=" << n;
+  }
+}
+TEST(NumericsGpu, StatsWithAnOutlierFirst) {
+  TALLY_REQUIRE_GPU();
+  run_stats_outlier_first<float>(1e8);
+  run_stats_outlier_first<float>(1e4);
+  run_stats_outlier_first<f16>(1e4);
+  run_stats_outlier_first<bf16>(1e8);
+  run_stats_outlier_first<double>(1e8);
+}
+
 // Infinities and signed zeros (docs/numerics.md, "NaN, signed zeros and ties"): an infinite
 // element makes the sum and the mean that infinity (NaN when both signs occur), min and max stay
 // exact, and m2 is NaN (the re-centred sums are inf or NaN by the order of the merges, so the

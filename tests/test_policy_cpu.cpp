@@ -65,6 +65,15 @@ TEST(PolicyCpu, MeasuredGpusGetTheMeasuredShapes) {
   }
 }
 
+// The deep shape is for inputs read from memory: one that fits in the L2 takes base (launch.cuh,
+// launch_choice::at), one byte past it deep.
+TEST(PolicyCpu, DeepOnlyPastTheL2) {
+  EXPECT_FALSE(core::deep_reads_memory(0, 60 * MiB));
+  EXPECT_FALSE(core::deep_reads_memory(60 * MiB, 60 * MiB));
+  EXPECT_TRUE(core::deep_reads_memory(60 * MiB + 1, 60 * MiB));
+  EXPECT_TRUE(core::deep_reads_memory(std::uint64_t(4) << 30, 50 * MiB));
+}
+
 // A GPU nobody here measured with twice the bandwidth per SM takes the deep shape for the plain
 // sum; a slower one keeps the base shape even where the H200 would not.
 TEST(PolicyCpu, UnmeasuredGpusGetASensibleShape) {

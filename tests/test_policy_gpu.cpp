@@ -87,6 +87,37 @@ void check_depths(dtype t) {
   }
 }
 
+// Unforced, an input that fits in the L2 takes the base shape even where the rule picks deep for
+// its family (the f32 statistics on the H100 and H200); one past the L2 takes the rule's choice;
+// a forced depth holds at every size. The results agree.
+TEST(PolicyGpu, DeepShapeOnlyPastTheL2) {
+  TALLY_REQUIRE_GPU();
+  if (small_only()) GTEST_SKIP() << "large test skipped under TALLY_TEST_SMALL";
+  const std::uint64_t l2 = core::current_context().info.l2_bytes;
+  const std::uint64_t big = l2 / 4 + 4099, small = std::uint64_t(1) << 20;
+  const auto h = small_ints<float>(big, test_seed() + 5);
+  const device_buffer d = to_device(h);
+  const stats past = stats_value(d.get(), big, dtype::f32);
+  const bool rule_deep = core::last_launch().deep;
+  const stats in_l2 = stats_value(d.get(), small, dtype::f32);
+  EXPECT_FALSE(core::last_launch().deep) << "2^20 f32 fits in the L2";
+  double sum = 0;
+  for (std::uint64_t i = 0; i < small; ++i) sum += h[i];
+  EXPECT_EQ(in_l2.sum, sum);
+  {
+    depth_guard g(1);
+    const stats forced = stats_value(d.get(), small, dtype::f32);
+    EXPECT_TRUE(core::last_launch().deep) << "a forced depth holds below the L2";
+    EXPECT_EQ(forced.sum, sum);
+    EXPECT_NEAR(forced.m2, in_l2.m2, 1e-12 * in_l2.m2);
+  }
+  double all = 0;
+  for (const float x : h) all += x;
+  EXPECT_EQ(past.sum, all);
+  std::printf("stats f32 past the L2 (%llu B): %s shape\n", static_cast<unsigned long long>(big * 4),
+              rule_deep ? "deep" : "base");
+}
+
 TEST(PolicyGpu, BothShapesAgreeInt8) {
   TALLY_REQUIRE_GPU();
   check_depths<std::int8_t>(dtype::i8);

@@ -102,18 +102,28 @@ int registers_of(K kernel) {
 }
 
 // What a launcher uses on one device: the shape's depth and its resident blocks per SM, chosen
-// once per device (and again when force_depth changes).
+// once per device (and again when force_depth changes), and the base shape's blocks per SM for
+// the inputs that fit in the L2 (deep_reads_memory).
 struct launch_choice {
   depth d = depth::base;
   int per_sm = 1;
+  int base_per_sm = 1;
+  bool forced = false;
+  // The depth for an input of `bytes` (all inputs where the depth is forced).
+  depth at(std::uint64_t bytes, std::uint64_t l2_bytes) const {
+    return d == depth::deep && (forced || deep_reads_memory(bytes, l2_bytes)) ? depth::deep : depth::base;
+  }
+  int per_sm_at(depth dd) const { return dd == d ? per_sm : base_per_sm; }
 };
 template <class KB, class KD>
 launch_choice choose_shape(std::atomic<int> (&cache)[64], KB base_kernel, KD deep_kernel, family f, int elem_bytes,
                            bool binary, int max_per_sm, const launch_ctx& c) {
-  // Cached as per_sm (8 bits) | depth (bit 8) | (forced + 2) << 9; 0 = not chosen yet.
+  // Cached as per_sm (8 bits) | base per_sm << 8 | depth << 16 | (forced + 2) << 17; 0 = not
+  // chosen yet.
   const int forced = forced_depth() + 2;
   const int v = cache[c.dev->ordinal].load(std::memory_order_relaxed);
-  if (v != 0 && (v >> 9) == forced && !c.describe) return {static_cast<depth>((v >> 8) & 1), v & 0xff};
+  if (v != 0 && (v >> 17) == forced && !c.describe)
+    return {static_cast<depth>((v >> 16) & 1), v & 0xff, (v >> 8) & 0xff, forced >= 2};
   const shape sb = compiled_shape(elem_bytes, f, depth::base), sd = compiled_shape(elem_bytes, f, depth::deep);
   int pb = occupancy_of(base_kernel, sb), pd = occupancy_of(deep_kernel, sd);
   if (max_per_sm > 0) pb = std::min(pb, max_per_sm), pd = std::min(pd, max_per_sm);
@@ -131,10 +141,13 @@ launch_choice choose_shape(std::atomic<int> (&cache)[64], KB base_kernel, KD dee
     fc.deep_regs = registers_of(deep_kernel);
     fc.chosen = d;
     fc.why = why_depth(pol, f, ib, id);
+    if (d == depth::deep && forced < 2) fc.why += "; base for inputs that fit in the L2";
   }
   const int per_sm = std::min(d == depth::deep ? pd : pb, 255);
-  cache[c.dev->ordinal].store(per_sm | (static_cast<int>(d) << 8) | (forced << 9), std::memory_order_relaxed);
-  return {d, per_sm};
+  pb = std::min(pb, 255);
+  cache[c.dev->ordinal].store(per_sm | (pb << 8) | (static_cast<int>(d) << 16) | (forced << 17),
+                              std::memory_order_relaxed);
+  return {d, per_sm, pb, forced >= 2};
 }
 
 // Launches kernel(args) with programmatic dependent launch allowed (and smem bytes of dynamic
@@ -252,8 +265,9 @@ void launch(const void* d_in, std::uint64_t n, void* d_out, const launch_ctx& c)
   const launch_choice ch = choose_shape(chosen, reduce_kernel_of<T, Op, depth::base>(),
                                         reduce_kernel_of<T, Op, depth::deep>(), family_v<Op>, sizeof(T),
                                         binary_v<Op>, max_per_sm_v<Op>, c);
-  if (ch.d == depth::deep) launch_reduce<T, Op, depth::deep>(d_in, n, d_out, c, ch.per_sm);
-  else launch_reduce<T, Op, depth::base>(d_in, n, d_out, c, ch.per_sm);
+  const depth d = ch.at((binary_v<Op> ? 2 : 1) * n * sizeof(T), c.dev->info.l2_bytes);
+  if (d == depth::deep) launch_reduce<T, Op, depth::deep>(d_in, n, d_out, c, ch.per_sm_at(d));
+  else launch_reduce<T, Op, depth::base>(d_in, n, d_out, c, ch.per_sm_at(d));
 }
 
 template <class T, exact_form F, depth D>
