@@ -12,7 +12,7 @@ using core::exact_form;
 
 std::vector<group> exact_groups(const sweep_buffers& b) {
   std::vector<group> gs;
-  const std::vector<int> f32_sizes{10, 14, 16, 18, 20, 22, 24, 26, 28, 30}, f64_sizes{10, 14, 16, 18, 20, 22, 24, 26, 28, 29};
+  const std::vector<int> f32_sizes{10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30}, f64_sizes{10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 29};
   {
     group g{"exact sum", "f32", dtype::f32, -1.0, 1.0, 4, false, {}, {}, f32_sizes};
     int k = 0;

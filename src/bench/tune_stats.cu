@@ -12,7 +12,7 @@ constexpr auto G = core::load_hint::ldg;
 std::vector<group> stats_groups(const sweep_buffers& b) {
   std::vector<group> gs;
   {
-    group g{"stats", "f32", dtype::f32, -1.0, 1.0, 4, false, {}, {}, {10, 14, 16, 18, 20, 22, 24, 26, 28, 30}};
+    group g{"stats", "f32", dtype::f32, -1.0, 1.0, 4, false, {}, {}, {10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30}};
     using Op = core::op_stats<float, false>;
     int k = 0;
     candidate fast = reduce_candidate<float, core::op_sum<float>, 512, 4, G, 1>("fast sum 512x4 mb1", b, k++);
@@ -29,7 +29,7 @@ std::vector<group> stats_groups(const sweep_buffers& b) {
     gs.push_back(std::move(g));
   }
   {
-    group g{"stats", "f64", dtype::f64, -1.0, 1.0, 8, false, {}, {}, {10, 14, 16, 18, 20, 22, 24, 26, 28, 29}};
+    group g{"stats", "f64", dtype::f64, -1.0, 1.0, 8, false, {}, {}, {10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 29}};
     using Op = core::op_stats<double, false>;
     int k = 0;
     candidate fast = reduce_candidate<double, core::op_sum<double>, 512, 8, G, 1>("fast sum 512x8 mb1", b, k++);
