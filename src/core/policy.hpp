@@ -82,13 +82,6 @@ double inflight_bytes(const shape& s, int per_sm, bool binary);
 // The rule for one family: base if its bytes in flight cover the need, else deep if that has
 // more, else base. A measured entry's depth for the family wins; so does force_depth.
 depth choose_depth(const device_policy& p, family f, double inflight_base, double inflight_deep);
-// Where the rule picks deep for a family, the one-pass ops (launch.cuh) still take base for an
-// input that fits in the L2: the L2 answers sooner than memory, so base's bytes in flight cover
-// the need there, and its shorter code and fewer registers finish sooner. Stats f32, graph
-// replay, base / deep: 2^10-2^22 0.94-1.01 on an H200 (2026-11-28 23:0x UTC,
-// docs/data/tune-stats-h200-1128-2300.md) and 0.95-1.01 on an H100 (docs/data/tune-h100-1128.md),
-// deep faster from 2^24 (1.03 on the H200). A forced depth holds at every size.
-constexpr bool deep_reads_memory(std::uint64_t bytes, std::uint64_t l2_bytes) { return bytes > l2_bytes; }
 // Why choose_depth picks what it picks, in words.
 std::string why_depth(const device_policy& p, family f, double inflight_base, double inflight_deep);
 

@@ -117,6 +117,15 @@ constexpr bool pipeline_rounds(std::uint64_t bytes, std::uint64_t l2_bytes) {
   return bytes > 0 && bytes >= kPipelineL2Multiple * l2_bytes;
 }
 
+// Where the rule (policy.hpp, choose_depth: a measured entry's depth included) picks deep for a
+// family, the one-pass ops (launch.cuh, launch_choice::at) still take base for an input that fits
+// in the L2: the L2 answers sooner than memory, so base's bytes in flight cover
+// the need there, and its shorter code and fewer registers finish sooner. Stats f32, graph
+// replay, base / deep: 2^10-2^22 0.94-1.01 on an H200 (2026-11-28 23:0x UTC,
+// docs/data/tune-stats-h200-1128-2300.md) and 0.95-1.01 on an H100 (docs/data/tune-h100-1128.md),
+// deep faster from 2^24 (1.03 on the H200). A forced depth holds at every size.
+constexpr bool deep_reads_memory(std::uint64_t bytes, std::uint64_t l2_bytes) { return bytes > l2_bytes; }
+
 // Elements one block consumes in one round of loads.
 constexpr std::uint64_t round_elements(const shape& s, int elem_bytes) {
   return std::uint64_t(s.block) * s.unroll * (16 / elem_bytes);
