@@ -74,6 +74,35 @@ TEST(PolicyCpu, DeepOnlyPastTheL2) {
   EXPECT_TRUE(core::deep_reads_memory(std::uint64_t(4) << 30, 50 * MiB));
 }
 
+// The exact sums' one-round window: past one base round, up to one deep round (f32: 8192 and
+// 16384 elements in the compiled shapes; f64: 4096 and 8192).
+TEST(PolicyCpu, ExactSumsTakeOneDeepRound) {
+  using core::compiled_shape;
+  const auto b4 = compiled_shape(4, family::exact, depth::base), d4 = compiled_shape(4, family::exact, depth::deep);
+  EXPECT_FALSE(core::one_deep_round(4 * 8192, b4, d4));
+  EXPECT_TRUE(core::one_deep_round(4 * 8193, b4, d4));
+  EXPECT_TRUE(core::one_deep_round(4 * 16384, b4, d4));
+  EXPECT_FALSE(core::one_deep_round(4 * 16385, b4, d4));
+  const auto b8 = compiled_shape(8, family::exact, depth::base), d8 = compiled_shape(8, family::exact, depth::deep);
+  EXPECT_FALSE(core::one_deep_round(8 * 4096, b8, d8));
+  EXPECT_TRUE(core::one_deep_round(8 * 8192, b8, d8));
+  EXPECT_FALSE(core::one_deep_round(8 * 8193, b8, d8));
+  EXPECT_FALSE(core::one_deep_round(4 * 8192, d4, b4));  // a "deep" no larger than base: never
+}
+
+// The exact sums' 256-thread blocks: where base's grid holds more than one block and a block in at
+// most every second SM (132 SMs: 2 to 66 blocks; a GPU of 16 SMs: 2 to 8).
+TEST(PolicyCpu, ExactSumsTakeHalfBlocksWhereTheGridIsSparse) {
+  EXPECT_FALSE(core::exact_half_blocks(1, 132));
+  EXPECT_TRUE(core::exact_half_blocks(2, 132));
+  EXPECT_TRUE(core::exact_half_blocks(66, 132));
+  EXPECT_FALSE(core::exact_half_blocks(67, 132));
+  EXPECT_TRUE(core::exact_half_blocks(8, 16));
+  EXPECT_FALSE(core::exact_half_blocks(9, 16));
+  EXPECT_FALSE(core::exact_half_blocks(2, 3));
+  EXPECT_EQ(core::exact_half_shape().block, 256);
+}
+
 // A GPU nobody here measured with twice the bandwidth per SM takes the deep shape for the plain
 // sum; a slower one keeps the base shape even where the H200 would not.
 TEST(PolicyCpu, UnmeasuredGpusGetASensibleShape) {

@@ -12,6 +12,7 @@
 #include "core/context.hpp"
 #include "core/policy.hpp"
 #include "core/tuning.hpp"
+#include "numerics_reference.hpp"
 #include "support.hpp"
 
 namespace tally::test {
@@ -116,6 +117,79 @@ TEST(PolicyGpu, DeepShapeOnlyPastTheL2) {
   EXPECT_EQ(past.sum, all);
   std::printf("stats f32 past the L2 (%llu B): %s shape\n", static_cast<unsigned long long>(big * 4),
               rule_deep ? "deep" : "base");
+}
+
+// Exact f32 and f64 sums and means where the launcher leaves the family's two shapes
+// (launch.cuh, launch_exact): one deep block for an f32 input one deep round holds (8193-16384
+// elements), 256-thread blocks on twice the grid where base's grid would hold a block in at most
+// every second SM. At the edges of both windows and inside them: the sum equals the exact sum
+// rounded once (the independent reference), and sum and mean are bitwise those of the same
+// call forced to each depth (the exact result does not depend on the grid).
+// Whether the rule gives the exact family its deep shape on this GPU (then the launcher keeps it
+// at every size): a 2^20-element exact sum's plan, past both windows below.
+bool rule_deep_for_exact(dtype t) {
+  options ex;
+  ex.mode = accuracy::exact;
+  return core::plan(t, op::sum, std::uint64_t(1) << 20, ex).deep;
+}
+template <class T>
+void check_exact_small_shapes(dtype t) {
+  constexpr std::uint64_t vec = 16 / sizeof(T);
+  const core::shape base = core::compiled_shape(sizeof(T), core::family::exact, core::depth::base);
+  const std::uint64_t base_round = std::uint64_t(base.block) * base.unroll * vec;
+  const std::uint64_t per_block = std::uint64_t(base.block) * vec;  // heavy ops: a vector a thread
+  const std::uint64_t sms = static_cast<std::uint64_t>(core::current_context().sm_count);
+  const std::uint64_t half_hi = sms / 2 * per_block;  // base's grid: at most sms / 2 blocks
+  const bool one_round = std::is_same_v<T, float>;
+  const std::uint64_t deep_round = 2 * base_round;  // 512 x 8 against 512 x 4
+  const std::uint64_t single_max = base_round * core::kSingleBlockRounds;
+  std::vector<std::uint64_t> ns{base_round, base_round + 1, deep_round, deep_round + 1, single_max + 1,
+                                (single_max + half_hi) / 2 + 5, half_hi, half_hi + 1};
+  const std::uint64_t top = *std::max_element(ns.begin(), ns.end());
+  std::mt19937_64 g(test_seed() + 9);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  std::vector<T> h(top);
+  for (auto& x : h) x = static_cast<T>(u(g) * std::ldexp(1.0, static_cast<int>(g() % 40) - 20));
+  const device_buffer d = to_device(h);
+  options ex;
+  ex.mode = accuracy::exact;
+  const bool rule_deep = rule_deep_for_exact(t);
+  for (std::uint64_t n : ns) {
+    SCOPED_TRACE(testing::Message() << to_string(t) << " n " << n << " (" << sms << " SMs)");
+    const ref::exact_accumulator want = ref::exact_sum(h.data(), n);
+    for (op o : {op::sum, op::mean}) {
+      const value v = reduce_value(d.get(), n, t, o, nullptr, ex);
+      const core::launch_record r = core::last_launch();
+      const bool in_one_round = one_round && n > base_round && n <= deep_round;
+      const bool in_half = !in_one_round && n > single_max && n <= half_hi;
+      if (!rule_deep) {
+        EXPECT_EQ(r.deep, in_one_round);
+        if (in_one_round) {
+          EXPECT_EQ(r.blocks, 1u);
+        }
+        EXPECT_EQ(r.block, in_half ? 256u : 512u);
+        if (in_half) {
+          EXPECT_EQ(r.blocks, (n + per_block / 2 - 1) / (per_block / 2));
+        }
+      }
+      if (o == op::sum) {
+        if constexpr (std::is_same_v<T, float>) EXPECT_EQ(ref::bits_of(static_cast<float>(v.f)), ref::bits_of(want.to_float()));
+        else EXPECT_EQ(ref::bits_of(v.f), ref::bits_of(want.to_double()));
+      }
+      for (int forced : {0, 1}) {
+        depth_guard gd(forced);
+        const value w = reduce_value(d.get(), n, t, o, nullptr, ex);
+        EXPECT_EQ(core::last_launch().deep, forced == 1);
+        EXPECT_EQ(core::last_launch().block, 512u);
+        EXPECT_EQ(value_bits(w), value_bits(v)) << "forced " << forced;
+      }
+    }
+  }
+}
+TEST(PolicyGpu, ExactSumsInOneDeepBlockOrHalfBlocks) {
+  TALLY_REQUIRE_GPU();
+  check_exact_small_shapes<float>(dtype::f32);
+  check_exact_small_shapes<double>(dtype::f64);
 }
 
 TEST(PolicyGpu, BothShapesAgreeInt8) {

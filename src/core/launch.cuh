@@ -270,17 +270,40 @@ void launch(const void* d_in, std::uint64_t n, void* d_out, const launch_ctx& c)
   else launch_reduce<T, Op, depth::base>(d_in, n, d_out, c, ch.per_sm_at(d));
 }
 
-template <class T, exact_form F, depth D>
-void launch_exact_shape(const void* d_in, std::uint64_t n, void* d_out, const launch_ctx& c, int per_sm) {
-  using Tu = tuning<sizeof(T), family::exact, D>;
+// Launches exact kernel K of shape s for one call on the grid the rule gives it (after a dry
+// run's record, nothing), its arguments from the call's workspace (a second input for dot only).
+template <class T, exact_form F, class K>
+void launch_exact_kernel(K kernel, const shape& s, depth d, int per_sm, bool dynamic, const void* d_in,
+                         std::uint64_t n, void* d_out, const launch_ctx& c) {
   static_assert(sizeof(exact_acc) <= kMaxAccBytes);
-  const unsigned int blocks = plan_grid(Tu::s, sizeof(T), n, F == exact_form::dot, true, D, per_sm, c);
+  const unsigned int blocks = plan_grid(s, sizeof(T), n, F == exact_form::dot, true, d, per_sm, c, dynamic);
   if (c.dry_run) return;
-  exact_args<T> args{static_cast<const T*>(d_in), static_cast<const T*>(c.d_in2), n, d_out,
-                     static_cast<exact_acc*>(c.ws->d_partials), c.ws->d_counter, c.ws->d_exact,
-                     c.ws->d_chunk_next, c.d_carry};
-  check_cuda(launch_pdl(exact_kernel_of<T, F, D>(), args, blocks, Tu::block, c.stream),
-             "launching the exact reduce kernel (cudaLaunchKernelEx)");
+  const exact_args<T> args{static_cast<const T*>(d_in),
+                           F == exact_form::dot ? static_cast<const T*>(c.d_in2) : nullptr,
+                           n,
+                           d_out,
+                           static_cast<exact_acc*>(c.ws->d_partials),
+                           c.ws->d_counter,
+                           c.ws->d_exact,
+                           c.ws->d_chunk_next,
+                           c.d_carry};
+  check_cuda(launch_pdl(kernel, args, blocks, s.block, c.stream), "launching the exact reduce kernel (cudaLaunchKernelEx)");
+}
+
+// One block of the deep shape with the round's grid test for narrow inputs (exact.cuh), for a sum
+// or mean that one deep round holds and base needs two rounds for (tuning.hpp, one_deep_round).
+template <class T, exact_form F>
+constexpr auto exact_one_round_kernel_of() {
+  using Tu = tuning<sizeof(T), family::exact, depth::deep>;
+  return exact_kernel<T, op_exact<T, F, Tu::accs, true>, Tu::block, Tu::unroll, Tu::hint, Tu::min_blocks>;
+}
+// Blocks of half the threads on twice the grid (tuning.hpp, exact_half_blocks) for sums and means
+// whose base grid would leave at least every second SM without a block.
+template <class T, exact_form F>
+constexpr auto exact_half_kernel_of() {
+  constexpr shape s = exact_half_shape();
+  static_assert(s.block >= kMinBlockThreads, "capture workspaces are sized for blocks this large");
+  return exact_kernel<T, op_exact<T, F, s.accs, false>, s.block, s.unroll, load_hint::ldg, s.min_blocks>;
 }
 
 // The dynamic schedule (sums and means from kExactDynamicL2Multiple x the L2 up): its own shape,
@@ -290,16 +313,10 @@ void launch_exact_dynamic(const void* d_in, std::uint64_t n, void* d_out, const 
   constexpr shape s = exact_stream_shape(sizeof(T));
   static std::atomic<int> per_sm_cache[64] = {};
   const int per_sm = cached_occupancy(per_sm_cache, exact_stream_kernel_of<T, F>(), s, 0, c);
-  const unsigned int blocks = plan_grid(s, sizeof(T), n, false, true, depth::base, per_sm, c, true);
   if (c.describe)
     describe_single(*c.describe, family::exact, s, per_sm, exact_stream_kernel_of<T, F>(),
                     dynamic_why(n * sizeof(T), c, kExactDynamicL2Multiple));
-  if (c.dry_run) return;
-  exact_args<T> args{static_cast<const T*>(d_in), nullptr, n, d_out,
-                     static_cast<exact_acc*>(c.ws->d_partials), c.ws->d_counter, c.ws->d_exact,
-                     c.ws->d_chunk_next, c.d_carry};
-  check_cuda(launch_pdl(exact_stream_kernel_of<T, F>(), args, blocks, s.block, c.stream),
-             "launching the exact reduce kernel (cudaLaunchKernelEx)");
+  launch_exact_kernel<T, F>(exact_stream_kernel_of<T, F>(), s, depth::base, per_sm, true, d_in, n, d_out, c);
 }
 
 template <class T, exact_form F>
@@ -313,8 +330,39 @@ void launch_exact(const void* d_in, std::uint64_t n, void* d_out, const launch_c
   static std::atomic<int> chosen[64] = {};
   const launch_choice ch = choose_shape(chosen, exact_kernel_of<T, F, depth::base>(), exact_kernel_of<T, F, depth::deep>(),
                                         family::exact, sizeof(T), F == exact_form::dot, 0, c);
-  if (ch.d == depth::deep) launch_exact_shape<T, F, depth::deep>(d_in, n, d_out, c, ch.per_sm);
-  else launch_exact_shape<T, F, depth::base>(d_in, n, d_out, c, ch.per_sm);
+  using TB = tuning<sizeof(T), family::exact, depth::base>;
+  using TD = tuning<sizeof(T), family::exact, depth::deep>;
+  // f32 and f64 sums and means below the grid's first wave: one deep block for an input one deep
+  // round holds (f32), blocks of half the threads where base's grid is sparse (tuning.hpp). A
+  // forced depth takes the forced shape at every size.
+  if constexpr (F != exact_form::dot && (std::is_same_v<T, float> || std::is_same_v<T, double>)) {
+    if (c.describe)
+      c.describe->why += std::is_same_v<T, float>
+                             ? "; sums and means one deep round holds: one deep block; where base's grid "
+                               "holds a block in at most every second SM: 256-thread blocks"
+                             : "; where base's grid holds a block in at most every second SM: 256-thread blocks";
+    if (forced_depth() < 0 && ch.d == depth::base) {
+      if constexpr (std::is_same_v<T, float>) {
+        if (one_deep_round(n * sizeof(T), TB::s, TD::s)) {
+          launch_exact_kernel<T, F>(exact_one_round_kernel_of<T, F>(), TD::s, depth::deep, 1, false, d_in, n, d_out, c);
+          return;
+        }
+      }
+      const std::uint64_t base_blocks = grid_for(TB::s, sizeof(T), n, false, true, c.dev->sm_count, ch.per_sm,
+                                                 c.ws ? c.ws->max_blocks : kMaxBlocks, policy_for(*c.dev).grid);
+      if (exact_half_blocks(base_blocks, c.dev->sm_count)) {
+        static std::atomic<int> half_per_sm[64] = {};
+        const int per_sm = cached_occupancy(half_per_sm, exact_half_kernel_of<T, F>(), exact_half_shape(), 0, c);
+        launch_exact_kernel<T, F>(exact_half_kernel_of<T, F>(), exact_half_shape(), depth::base, per_sm, false, d_in,
+                                  n, d_out, c);
+        return;
+      }
+    }
+  }
+  if (ch.d == depth::deep)
+    launch_exact_kernel<T, F>(exact_kernel_of<T, F, depth::deep>(), TD::s, depth::deep, ch.per_sm, false, d_in, n, d_out, c);
+  else
+    launch_exact_kernel<T, F>(exact_kernel_of<T, F, depth::base>(), TB::s, depth::base, ch.per_sm, false, d_in, n, d_out, c);
 }
 
 // argmin/argmax: the packed form while every index fits in 32 bits, the general one past that.
