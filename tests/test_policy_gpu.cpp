@@ -121,55 +121,72 @@ TEST(PolicyGpu, DeepShapeOnlyPastTheL2) {
 
 // Exact f32 and f64 sums and means where the launcher leaves the family's two shapes
 // (launch.cuh, launch_exact): one deep block for an f32 input one deep round holds (8193-16384
-// elements), 256-thread blocks on twice the grid where base's grid would hold a block in at most
-// every second SM. At the edges of both windows and inside them: the sum equals the exact sum
-// rounded once (the independent reference), and sum and mean are bitwise those of the same
-// call forced to each depth (the exact result does not depend on the grid).
-// Whether the rule gives the exact family its deep shape on this GPU (then the launcher keeps it
-// at every size): a 2^20-element exact sum's plan, past both windows below.
-bool rule_deep_for_exact(dtype t) {
+// elements; its threads with a whole round, from 14337, take the round's grid test), 256-thread
+// blocks on twice the grid where base's grid would hold a block in at most every second SM. At
+// the edges of both windows and inside them, on data of a wide range (the grid test fails, each
+// add is tested) and on small integers (it holds): the sum equals the exact sum rounded once (the
+// independent reference), and sum and mean are bitwise those of the same call forced to each
+// depth (the exact result does not depend on the grid).
+bool rule_deep_for_exact(dtype t) {  // the rule's depth for the family (then kept at every size)
   options ex;
   ex.mode = accuracy::exact;
-  return core::plan(t, op::sum, std::uint64_t(1) << 20, ex).deep;
+  return core::plan(t, op::sum, 1, ex).deep;
 }
 template <class T>
-void check_exact_small_shapes(dtype t) {
+void check_exact_small_shapes(dtype t, bool small_integers) {
   constexpr std::uint64_t vec = 16 / sizeof(T);
   const core::shape base = core::compiled_shape(sizeof(T), core::family::exact, core::depth::base);
+  const core::shape deep = core::compiled_shape(sizeof(T), core::family::exact, core::depth::deep);
   const std::uint64_t base_round = std::uint64_t(base.block) * base.unroll * vec;
+  const std::uint64_t deep_round = std::uint64_t(deep.block) * deep.unroll * vec;
   const std::uint64_t per_block = std::uint64_t(base.block) * vec;  // heavy ops: a vector a thread
   const std::uint64_t sms = static_cast<std::uint64_t>(core::current_context().sm_count);
   const std::uint64_t half_hi = sms / 2 * per_block;  // base's grid: at most sms / 2 blocks
+  const std::uint64_t half_per_block = std::uint64_t(core::exact_half_shape().block) * vec;
   const bool one_round = std::is_same_v<T, float>;
-  const std::uint64_t deep_round = 2 * base_round;  // 512 x 8 against 512 x 4
   const std::uint64_t single_max = base_round * core::kSingleBlockRounds;
-  std::vector<std::uint64_t> ns{base_round, base_round + 1, deep_round, deep_round + 1, single_max + 1,
-                                (single_max + half_hi) / 2 + 5, half_hi, half_hi + 1};
+  std::vector<std::uint64_t> ns{base_round,       base_round + 1, deep_round - base_round / 8, deep_round,
+                                deep_round + 1,   single_max + 1, (single_max + half_hi) / 2 + 5, half_hi,
+                                half_hi + 1};
   const std::uint64_t top = *std::max_element(ns.begin(), ns.end());
-  std::mt19937_64 g(test_seed() + 9);
-  std::uniform_real_distribution<double> u(-1.0, 1.0);
-  std::vector<T> h(top);
-  for (auto& x : h) x = static_cast<T>(u(g) * std::ldexp(1.0, static_cast<int>(g() % 40) - 20));
+  std::vector<T> h;
+  if (small_integers) {
+    h = small_ints<T>(top, test_seed() + 10);
+  } else {
+    std::mt19937_64 g(test_seed() + 9);
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    h.resize(top);
+    for (auto& x : h) {
+      const int e = static_cast<int>(g() % 40) - 20;
+      x = static_cast<T>(std::ldexp(u(g), e));
+    }
+  }
   const device_buffer d = to_device(h);
   options ex;
   ex.mode = accuracy::exact;
   const bool rule_deep = rule_deep_for_exact(t);
   for (std::uint64_t n : ns) {
-    SCOPED_TRACE(testing::Message() << to_string(t) << " n " << n << " (" << sms << " SMs)");
+    SCOPED_TRACE(testing::Message() << to_string(t) << " n " << n << " (" << sms << " SMs, "
+                                    << (small_integers ? "small integers" : "wide range") << ")");
     const ref::exact_accumulator want = ref::exact_sum(h.data(), n);
     for (op o : {op::sum, op::mean}) {
       const value v = reduce_value(d.get(), n, t, o, nullptr, ex);
       const core::launch_record r = core::last_launch();
       const bool in_one_round = one_round && n > base_round && n <= deep_round;
       const bool in_half = !in_one_round && n > single_max && n <= half_hi;
-      if (!rule_deep) {
+      if (rule_deep) {
+        EXPECT_TRUE(r.deep);
+        EXPECT_EQ(r.block, static_cast<unsigned>(deep.block));
+      } else {
         EXPECT_EQ(r.deep, in_one_round);
         if (in_one_round) {
           EXPECT_EQ(r.blocks, 1u);
+          EXPECT_EQ(r.unroll, static_cast<unsigned>(deep.unroll));
         }
-        EXPECT_EQ(r.block, in_half ? 256u : 512u);
+        EXPECT_EQ(r.block, in_half ? static_cast<unsigned>(core::exact_half_shape().block) : 512u);
         if (in_half) {
-          EXPECT_EQ(r.blocks, (n + per_block / 2 - 1) / (per_block / 2));
+          EXPECT_EQ(r.blocks, (n + half_per_block - 1) / half_per_block);
+          EXPECT_EQ(r.unroll, static_cast<unsigned>(core::exact_half_shape().unroll));
         }
       }
       if (o == op::sum) {
@@ -188,8 +205,10 @@ void check_exact_small_shapes(dtype t) {
 }
 TEST(PolicyGpu, ExactSumsInOneDeepBlockOrHalfBlocks) {
   TALLY_REQUIRE_GPU();
-  check_exact_small_shapes<float>(dtype::f32);
-  check_exact_small_shapes<double>(dtype::f64);
+  for (bool small : {false, true}) {
+    check_exact_small_shapes<float>(dtype::f32, small);
+    check_exact_small_shapes<double>(dtype::f64, small);
+  }
 }
 
 TEST(PolicyGpu, BothShapesAgreeInt8) {

@@ -290,7 +290,7 @@ void launch_exact_kernel(K kernel, const shape& s, depth d, int per_sm, bool dyn
   check_cuda(launch_pdl(kernel, args, blocks, s.block, c.stream), "launching the exact reduce kernel (cudaLaunchKernelEx)");
 }
 
-// One block of the deep shape with the round's grid test for narrow inputs (exact.cuh), for a sum
+// One block of the deep shape with the round's grid test for narrow inputs (device_exact.cuh), for a sum
 // or mean that one deep round holds and base needs two rounds for (tuning.hpp, one_deep_round).
 template <class T, exact_form F>
 constexpr auto exact_one_round_kernel_of() {
@@ -336,15 +336,18 @@ void launch_exact(const void* d_in, std::uint64_t n, void* d_out, const launch_c
   // round holds (f32), blocks of half the threads where base's grid is sparse (tuning.hpp). A
   // forced depth takes the forced shape at every size.
   if constexpr (F != exact_form::dot && (std::is_same_v<T, float> || std::is_same_v<T, double>)) {
-    if (c.describe)
-      c.describe->why += std::is_same_v<T, float>
-                             ? "; sums and means one deep round holds: one deep block; where base's grid "
-                               "holds a block in at most every second SM: 256-thread blocks"
-                             : "; where base's grid holds a block in at most every second SM: 256-thread blocks";
     if (forced_depth() < 0 && ch.d == depth::base) {
+      if (c.describe)
+        c.describe->why += std::is_same_v<T, float>
+                               ? "; sums and means one deep round holds: one deep block; where base's grid "
+                                 "holds a block in at most every second SM: 256-thread blocks"
+                               : "; where base's grid holds a block in at most every second SM: 256-thread blocks";
       if constexpr (std::is_same_v<T, float>) {
         if (one_deep_round(n * sizeof(T), TB::s, TD::s)) {
-          launch_exact_kernel<T, F>(exact_one_round_kernel_of<T, F>(), TD::s, depth::deep, 1, false, d_in, n, d_out, c);
+          static std::atomic<int> one_round_per_sm[64] = {};
+          const int per_sm = cached_occupancy(one_round_per_sm, exact_one_round_kernel_of<T, F>(), TD::s, 0, c);
+          launch_exact_kernel<T, F>(exact_one_round_kernel_of<T, F>(), TD::s, depth::deep, per_sm, false, d_in, n,
+                                    d_out, c);
           return;
         }
       }

@@ -125,24 +125,31 @@ constexpr bool pipeline_rounds(std::uint64_t bytes, std::uint64_t l2_bytes) {
 // docs/data/tune-stats-h200-1128-2300.md) and 0.95-1.01 on an H100 (docs/data/tune-h100-1128.md),
 // deep faster from 2^24 (1.03 on the H200). A forced depth holds at every size.
 constexpr bool deep_reads_memory(std::uint64_t bytes, std::uint64_t l2_bytes) { return bytes > l2_bytes; }
-// The exact sums and means (launch.cuh, launch_exact) read an input that one deep block holds in
-// a single round, and base needs two or more rounds for, in one block of the deep shape with the
-// round's grid test: all its loads go out at once. H200 tune (2026-11-28 23:24 UTC,
-// docs/data/tune-exact-stats-h200-1128-2325.md, graph): exact f32 at 2^14 2.78 us against the
-// base kernel's 2.95 (fast sum 1.56). A forced depth takes the forced shape instead.
+// The exact f32 sums and means (launch.cuh, launch_exact) read an input that one deep block holds
+// in a single round, and base needs two rounds for, in one block of the deep shape: all its loads
+// go out at once. Its kernel has the round's grid test (device_exact.cuh, exact_grid_round) for
+// the threads that hold a whole round (in the strided layout: from 14337 f32 elements); the other
+// threads' elements take each add's own test. Tune, graph, exact f32 at 2^14, this kernel against
+// the base kernel: H200 2.78 against 2.95 us (2026-11-28 23:24 UTC,
+// docs/data/tune-exact-stats-h200-1128-2325.md), H100 2.81 against 2.97 (2026-11-28 01:44 UTC,
+// docs/data/tune-h100-1128.md); in the library on the H200 2.98 -> 2.77 (A/B,
+// docs/data/ab-exact-small-shapes-h200-1129.md). A forced depth takes the forced shape instead.
 constexpr bool one_deep_round(std::uint64_t bytes, const shape& base, const shape& deep) {
   const std::uint64_t base_round = std::uint64_t(base.block) * base.unroll * 16;
   const std::uint64_t deep_round = std::uint64_t(deep.block) * deep.unroll * 16;
   return deep_round > base_round && bytes > base_round && bytes <= deep_round;
 }
 // The exact sums and means take blocks of half the threads (exact_half_shape) on twice the grid
-// where the base shape's grid of heavy blocks (grid_for: a block per vector a thread) would hold
-// a block in at most every second SM: the block merges (two trees a block, then the last block's
-// merge of the partials) are one level shorter and twice the SMs fold. H200 tune (2026-11-28
-// 23:24 UTC, docs/data/tune-exact-stats-h200-1128-2325.md, graph): exact f64 at 2^14 / 2^16
-// 256 x 4 on 32 / 128 blocks 4.07 / 4.20 us against 512 x 4 on 16 / 64 blocks 4.37 / 4.46; at
-// 2^18 (256 base blocks, more than one an SM) 5.49 against 4.92. f32 256 x 8 at 2^16 on 64
-// blocks 4.22 against 4.32, at 2^18 on 256 blocks 4.60 against 4.46.
+// where the base shape's grid of heavy blocks (grid_for: a block per vector a thread, so the
+// unroll does not matter there) would hold more than one block and a block in at most every
+// second SM: the block merges (two trees a block, then the last block's merge of the partials)
+// are one level shorter and twice the SMs fold. Tune, graph: exact f64 at 2^14 / 2^16, 256 x 4 on
+// 32 / 128 blocks against 512 x 4 on 16 / 64: H200 4.07 / 4.20 against 4.37 / 4.46 us
+// (docs/data/tune-exact-stats-h200-1128-2325.md), H100 4.09 / 4.26 against 4.44 / 4.48
+// (docs/data/tune-h100-1128.md); at 2^18 (256 base blocks, more than one an SM) 5.49 against 4.92
+// on the H200. f32 (256 x 8 in the tune) at 2^16 on 64 blocks: H200 4.22 against 4.32, H100
+// 4.25 against 4.38; at 2^18 on 256 blocks 4.60 against 4.46 (H200). In the library on the H200
+// (A/B, docs/data/ab-exact-small-shapes-h200-1129.md): f32 2^15-2^17 and f64 2^14-2^16 6-7% faster.
 constexpr shape exact_half_shape() { return shape{256, 4, 2, 2}; }
 constexpr bool exact_half_blocks(std::uint64_t base_blocks, std::uint64_t sms) {
   return base_blocks > 1 && 2 * base_blocks <= sms;
