@@ -12,7 +12,8 @@
 # stage runs them too), calls (tally bench calls: the host cost of one small call and of the
 # driver queries behind the memory checks, and a blocking call's round trip), lab (tally lab run), sweep (tally lab sweep), tune
 # (tally bench tune --measure: the policy's choice and the shape sweeps), layout
-# (tally_layout_probe: the 1-D sum's layouts against CUB; TALLY_PROBE_SIZES), schedules (bench core and
+# (tally_layout_probe: the 1-D sum's layouts against CUB; TALLY_PROBE_SIZES; and tally_rows_probe: row
+# sums against CUB's segmented reduce; TALLY_ROWS_PROBE_SHAPES), schedules (bench core and
 # the argmax/dot tables of bench numerics twice, --schedule strided and --schedule dynamic: whether
 # a GPU's measured entry should turn the dynamic schedule on), dist (the sharded reductions:
 # Dist* tests, tally_dist_mpi_check under mpirun on every GPU, `tally reduce --ranks` of files against
@@ -291,6 +292,12 @@ if has layout; then
   step "layout probe: tally_layout_probe ${TALLY_PROBE_SIZES:-28 30 31}"
   "$bin/tally_layout_probe" ${TALLY_PROBE_SIZES:-28 30 31} >"$out/layout-probe.txt" 2>&1 || status=1
   grep -E "^2\^|CUB Device|dyn 512x16 \(|serial combine|strided 512x4|even 512x8, 5" "$out/layout-probe.txt" | tee -a "$out/summary.txt"
+  # Row sums the same way (a block a row at 4 to 16 blocks an SM, arrangements, rings) against
+  # CUB's segmented reduce: what the lean split kernel needs (TALLY_ROWS_PROBE_SHAPES: log2 rows
+  # and log2 cols, pairs).
+  step "rows probe: tally_rows_probe ${TALLY_ROWS_PROBE_SHAPES:-12 12 14 12 10 14}"
+  "$bin/tally_rows_probe" ${TALLY_ROWS_PROBE_SHAPES:-12 12 14 12 10 14} >"$out/rows-probe.txt" 2>&1 || status=1
+  grep -E "^2\^|CUB Device|row 256x4, 8/SM|held to 4" "$out/rows-probe.txt" | tee -a "$out/summary.txt"
 fi
 if has schedules; then
   step "schedules: the one-pass ops on the strided grid and on the dynamic schedule, one after the other"

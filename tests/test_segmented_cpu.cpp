@@ -640,6 +640,52 @@ TEST(SegmentedArgsCpu, ClearErrors) {
 }
 
 }  // namespace
+// Plain ops' rows of one or two rounds of 256 x 4 whole aligned vectors take the lean split
+// kernel (the same blocks as the split kernel, so the same bits); rows that are not whole aligned
+// vectors, longer rows (512-thread blocks, several a row) and other ops keep the split kernel; the
+// sweep has the lean kernel beside the plan it replaces; a forced lean plan that does not fit is
+// refused.
+TEST(SegmentedPlanCpu, PlainOpsTakeTheLeanSplitKernelOnWholeVectors) {
+  seg::device_limits plain = h100();
+  plain.plain = true;
+  for (const std::uint64_t cols : {std::uint64_t(4096), std::uint64_t(6144)}) {
+    const seg::plan a = seg::make_plan(rows(4096, cols), 4, 4, false, plain);
+    const seg::plan b = seg::make_plan(rows(4096, cols), 4, 4, false, h100());
+    ASSERT_EQ(a.how, seg::strategy::split) << cols;
+    ASSERT_EQ(b.how, seg::strategy::split) << cols;
+    EXPECT_TRUE(a.split_lean) << a.why;
+    EXPECT_FALSE(b.split_lean);
+    EXPECT_EQ(a.split_block, seg::kSplitBlockSmall);
+    EXPECT_EQ(a.split_block, b.split_block);
+    EXPECT_EQ(a.blocks, b.blocks);
+    EXPECT_EQ(a.per_seg, 1u);
+    EXPECT_NE(a.why.find("lean"), std::string::npos) << a.why;
+    EXPECT_EQ(seg::forced_plan_refusal(rows(4096, cols), a, 4, 4, plain), "");
+    EXPECT_NE(seg::forced_plan_refusal(rows(4096, cols), a, 4, 16, h100()), "");
+  }
+  seg::problem ragged_end = rows(4096, 4095);  // not whole vectors
+  seg::problem unaligned = rows(4096, 4096);
+  unaligned.aligned16 = false;
+  seg::problem odd_stride = rows(4096, 4096);
+  odd_stride.outer_stride = 4097;
+  const seg::plan lean_plan = seg::make_plan(rows(4096, 4096), 4, 4, false, plain);
+  for (const seg::problem& p : {ragged_end, unaligned, odd_stride}) {
+    const seg::plan r = seg::make_plan(p, 4, 4, false, plain);  // lane groups or split blocks
+    EXPECT_FALSE(r.split_lean) << r.why;
+    EXPECT_NE(seg::forced_plan_refusal(p, lean_plan, 4, 4, plain), "");
+  }
+  EXPECT_FALSE(seg::make_plan(rows(16, 1u << 20), 4, 4, false, plain).split_lean);  // 512-thread blocks
+  int lean = 0;
+  for (const seg::plan& p : seg::row_candidates(rows(1u << 8, 4096), 4, 4, plain)) {
+    if (!p.split_lean) continue;
+    ++lean;
+    EXPECT_EQ(p.split_block, seg::kSplitBlockSmall);
+    EXPECT_EQ(p.per_seg, 1u);
+  }
+  EXPECT_EQ(lean, 1);
+  for (const seg::plan& p : seg::row_candidates(rows(1u << 8, 4096), 4, 4, h100())) EXPECT_FALSE(p.split_lean);
+}
+
 TEST(SegmentedPlanCpu, RowCandidatesAreTheRowPlansWithinTheWorkspace) {
   // 2^8 rows of 4096 f32 (1024 vectors): lane groups of 4-32, each with four and with eight
   // loads in flight, 256-thread blocks 1, 2 and 4 per row, 512-thread blocks 1 and 2 (more would

@@ -658,7 +658,9 @@ TEST(SegmentedGpu, EveryRowCandidateIsRight) {
     p.aligned16 = reinterpret_cast<std::uintptr_t>(d.get()) % 16 == 0;
     for (op o : {op::sum, op::argmax}) {
       const int acc = o == op::sum ? 4 : 16;
-      const auto cands = seg::row_candidates(p, 4, acc, lim);
+      seg::device_limits l = lim;
+      l.plain = o == op::sum;  // the sum's rows of whole aligned vectors also have the lean split kernel
+      const auto cands = seg::row_candidates(p, 4, acc, l);
       ASSERT_FALSE(cands.empty());
       for (const seg::plan& c : cands) {
         device_buffer out(rows * 16);
@@ -668,11 +670,11 @@ TEST(SegmentedGpu, EveryRowCandidateIsRight) {
         }
         const seg::plan ran = seg::last_plan();
         EXPECT_TRUE(ran.how == c.how && ran.group == c.group && ran.per_seg == c.per_seg &&
-                    ran.split_block == c.split_block && ran.unroll == c.unroll);
+                    ran.split_block == c.split_block && ran.split_lean == c.split_lean && ran.unroll == c.unroll);
         const std::string what = "rows " + std::to_string(rows) + "x" + std::to_string(cols) + " ld " + std::to_string(ld) +
                                  " forced " + seg::to_string(c.how) + " g" + std::to_string(c.group) + " b" +
-                                 std::to_string(c.split_block) + " x" + std::to_string(c.per_seg) + " u" +
-                                 std::to_string(c.unroll);
+                                 std::to_string(c.split_block) + (c.split_lean ? " lean" : "") + " x" +
+                                 std::to_string(c.per_seg) + " u" + std::to_string(c.unroll);
         check_results(what.c_str(), x, ranges, o, out);
       }
     }
@@ -1259,6 +1261,73 @@ TEST(SegmentedGpu, RaggedStripesParetoLengths) {
     }
     EXPECT_GE(stripes, 1);  // one for each stripe length of the sweep
   }
+}
+
+// The lean split kernel (plain ops, a 256-thread block a row of whole aligned vectors, eight
+// blocks an SM) gives the bits of the split kernel it replaces, on random data whose sums depend
+// on the order: rows of one round of 256 x 4 vectors and of one and a half (its partial round),
+// every plain op the rule gives it to, f32 / f64 / i32 / u8 / i64; an argmax forced onto it is
+// refused before anything is written.
+template <class T>
+void lean_split_same_bits(std::initializer_list<op> ops) {
+  constexpr std::uint64_t vn = 16 / sizeof(T);
+  for (const std::uint64_t vecs : {std::uint64_t(1024), std::uint64_t(1536)}) {
+    const std::uint64_t rows = 300, cols = vecs * vn;
+    const double lo = std::is_unsigned_v<T> ? 0 : -2, hi = std::is_floating_point_v<T> ? 2 : 100;
+    const auto x = random_vector<T>(rows * cols, test_seed() + vecs, lo, hi);
+    device_buffer d(x.size() * sizeof(T)), lean(rows * 16), held(rows * 16);
+    d.upload(x.data(), x.size() * sizeof(T));
+    for (op o : ops) {
+      const std::string what = std::string(to_string(dtype_of<T>())) + " " + to_string(o) + ", rows of " +
+                               std::to_string(cols) + " (seed " + std::to_string(test_seed()) + ")";
+      reduce_rows(d.get(), rows, cols, cols, dtype_of<T>(), o, lean.get());
+      const seg::plan rule = seg::last_plan();
+      ASSERT_EQ(rule.how, seg::strategy::split) << what;
+      if (!rule.split_lean) {  // this build's kernel for the op spills (lean_split_ok): none to compare
+        ADD_FAILURE() << what << ": the rule did not take the lean kernel: " << rule.why;
+        continue;
+      }
+      EXPECT_EQ(rule.split_block, seg::kSplitBlockSmall) << what;
+      seg::plan other = rule;
+      other.split_lean = false;
+      {
+        const forced_plan f(other);
+        reduce_rows(d.get(), rows, cols, cols, dtype_of<T>(), o, held.get());
+      }
+      EXPECT_FALSE(seg::last_plan().split_lean) << what;
+      const std::size_t bytes = rows * dtype_size(result_dtype(dtype_of<T>(), o));
+      std::vector<unsigned char> a(bytes), b(bytes);
+      lean.download(a.data(), bytes);
+      held.download(b.data(), bytes);
+      EXPECT_EQ(std::memcmp(a.data(), b.data(), bytes), 0) << what;
+    }
+  }
+}
+TEST(SegmentedGpu, LeanSplitKernelKeepsTheBits) {
+  TALLY_REQUIRE_GPU();
+  lean_split_same_bits<float>({op::sum, op::prod, op::min, op::max, op::mean});
+  lean_split_same_bits<double>({op::sum, op::max, op::mean});
+  lean_split_same_bits<std::int32_t>({op::sum, op::min});
+  lean_split_same_bits<std::uint8_t>({op::sum, op::max});
+  lean_split_same_bits<std::int64_t>({op::max, op::prod});
+  // An op outside the plain family: the split kernel, and the lean one refused when forced.
+  const std::uint64_t rows = 64, cols = 4096;
+  const auto x = random_vector<float>(rows * cols, test_seed(), -1, 1);
+  device_buffer d(x.size() * 4), out(rows * 16);
+  d.upload(x.data(), x.size() * 4);
+  reduce_rows(d.get(), rows, cols, cols, dtype::f32, op::argmax, out.get());
+  seg::plan rule = seg::last_plan();
+  ASSERT_EQ(rule.how, seg::strategy::split);
+  EXPECT_FALSE(rule.split_lean) << rule.why;
+  rule.split_lean = true;
+  std::vector<unsigned char> before(rows * 16), after(rows * 16);
+  out.download(before.data(), before.size());
+  {
+    const forced_plan f(rule);
+    EXPECT_THROW(reduce_rows(d.get(), rows, cols, cols, dtype::f32, op::argmax, out.get()), error);
+  }
+  out.download(after.data(), after.size());
+  EXPECT_EQ(std::memcmp(before.data(), after.data(), before.size()), 0);
 }
 
 // A ragged plan forced onto a call it was not made for (a longer input: more tiles, more chunks)

@@ -41,6 +41,30 @@ void check_offsets(const problem& p, const plan& pl, const seg_args<T, Op>& a, c
   }
   validate_offsets(p, c.ws->d_seg_status, c.stream, part);
 }
+// Whether (T, Op) may take the lean split kernel: a plain op whose kernel keeps everything in
+// registers at 32 a thread (ptxas of nvcc 13.0 for sm_90 spills 8-60 bytes in the logical ops and
+// the bitwise ops of 4- and 8-byte integers; every sum, product, min, max and float mean fits),
+// asked of the kernel loaded for the call's device once per device (a GPU of another architecture
+// may JIT it from PTX to another register allocation).
+template <class T, class Op>
+bool lean_split_ok(const seg_ctx& c) {
+  if constexpr (core::family_v<Op> != core::family::plain || core::binary_v<Op>) {
+    return false;
+  } else {
+    static std::atomic<int> known[64];  // per device ordinal: 0 not asked, 1 fits, 2 spills
+    std::atomic<int>& slot = known[c.dev->ordinal & 63];
+    int k = slot.load(std::memory_order_relaxed);
+    if (k == 0) {
+      cudaFuncAttributes at{};
+      core::check_cuda(cudaFuncGetAttributes(&at, seg_split_lean_kernel<T, Op, kSplitBlockSmall>),
+                       "cudaFuncGetAttributes (the lean split kernel)");
+      k = at.localSizeBytes == 0 ? 1 : 2;
+      slot.store(k, std::memory_order_relaxed);
+    }
+    return k == 1;
+  }
+}
+
 template <class T, class Op>
 plan plan_of(const problem& p, bool exact, const seg_ctx& c) {
   // The benchmark's sweep of plans: a column plan for a strided axis, a row plan for rows, a
@@ -52,10 +76,11 @@ plan plan_of(const problem& p, bool exact, const seg_ctx& c) {
   const bool fits = forced != nullptr && (p.ragged() ? ragged_plan : !ragged_plan && row_plan == p.contiguous());
   device_limits lim = c.limits;
   lim.commutes = kCommutes<Op> && !core::binary_v<Op>;
+  lim.plain = !exact && lean_split_ok<T, Op>(c);
   const plan pl = fits ? *forced : make_plan(p, sizeof(T), sizeof(typename Op::acc_type), exact, lim);
   // A forced ragged plan must fit this call (plan.cpp, forced_plan_refusal).
   if (fits) {
-    const std::string why = forced_plan_refusal(p, pl, sizeof(T), sizeof(typename Op::acc_type), c.limits);
+    const std::string why = forced_plan_refusal(p, pl, sizeof(T), sizeof(typename Op::acc_type), lim);
     if (!why.empty()) throw error("tally: internal error: " + why);
   }
   record_plan(pl);
@@ -203,6 +228,15 @@ bool launch_rows(const plan& pl, const seg_args<T, Op>& a, const seg_ctx& c) {
         go_resident<seg_group_kernel<T, Op, kGroupBlock, 4>>(a, pl.blocks, kGroupBlock, c, "launching the segmented group kernel");
       return true;
     case strategy::split:
+      if (pl.split_lean) {
+        if constexpr (core::family_v<Op> == core::family::plain && !core::binary_v<Op>) {
+          go(seg_split_lean_kernel<T, Op, kSplitBlockSmall>, a, pl.blocks, kSplitBlockSmall, c,
+             "launching the segmented lean split kernel");
+          return true;
+        } else {
+          throw error("tally: internal error: a lean split plan for an op outside the plain family");
+        }
+      }
       if (pl.split_block == kSplitBlockSmall)
         go(seg_split_kernel<T, Op, kSplitBlockSmall>, a, pl.blocks, kSplitBlockSmall, c, "launching the segmented split kernel");
       else

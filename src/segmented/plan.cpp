@@ -183,6 +183,20 @@ void fill_split(plan& r, std::uint64_t segments, std::uint64_t length, std::uint
           " threads per segment of " + std::to_string(length) + " elements";
 }
 
+// Whether the lean split kernel takes these rows: a plain op, a block a row of whole aligned
+// 16-byte vectors, counts that fit its 32-bit indices.
+bool lean_split_fits(const problem& p, int elem_bytes, std::uint64_t per, int block, const device_limits& d) {
+  const std::uint64_t eb = static_cast<std::uint64_t>(elem_bytes), vn = 16 / eb;
+  return d.plain && !p.binary() && per == 1 && block == kSplitBlockSmall && p.contiguous() && !p.ragged() &&
+         p.aligned16 && p.length % vn == 0 && (p.outer_stride * eb) % 16 == 0 && p.outer < (std::uint64_t(1) << 32) &&
+         p.length / vn < (std::uint64_t(1) << 31);
+}
+void make_lean(plan& r) {
+  r.split_lean = true;
+  r.why += ", the lean kernel (whole aligned vectors, 32-bit indices) at " +
+           std::to_string(kSplitLeanThreadsPerSm / kSplitBlockSmall) + " blocks an SM";
+}
+
 // Ragged segments: lane groups of g lanes up to kGroupRounds rounds of four vectors a lane, a warp
 // up to a chunk of chunk_bytes of input, longer segments in chunks (a block each); u loads in
 // flight per lane of the groups (4 or 8, the same bits). The chunk grows where the workspace
@@ -567,8 +581,10 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
     return r;
   }
   if (nvec < kBlockSegmentVectors) {
-    // One or two rounds of a 256-thread block: a block each.
+    // One or two rounds of a 256-thread block: a block each (plain ops on whole aligned vectors:
+    // the lean kernel, eight blocks an SM).
     fill_split(r, segments, length, 1, kSplitBlockSmall, sms, d);
+    if (lean_split_fits(p, elem_bytes, 1, kSplitBlockSmall, d)) make_lean(r);
     return r;
   }
   // Long segments: blocks, several per segment when there are too few segments to fill the GPU.
@@ -623,6 +639,10 @@ std::vector<plan> row_candidates(const problem& p, int elem_bytes, int acc_bytes
       plan r;
       fill_split(r, segments, p.length, per, block, sms, d);
       out.push_back(r);
+      if (lean_split_fits(p, elem_bytes, per, block, d)) {
+        make_lean(r);
+        out.push_back(r);
+      }
     }
   return out;
 }
@@ -637,6 +657,9 @@ std::string forced_plan_refusal(const problem& p, const plan& pl, int elem_bytes
                         pl.stripe % static_cast<std::uint64_t>(kTileElems) != 0 || p.n == 0))
     return "a forced stripe plan that is not ragged with tiles (their entries hold the stripes' partials), or with "
            "spans or eager loads, or whose stripe is not a multiple of a tile, or for an empty input";
+  if (pl.split_lean && (pl.how != strategy::split || !lean_split_fits(p, elem_bytes, pl.per_seg, pl.split_block, d)))
+    return "a forced lean split plan for other than a plain op's rows of whole aligned vectors, a 256-thread block "
+           "a row";
   if (pl.col_ring && (pl.how != strategy::columns || !column_ring_fits(pl.vec, elem_bytes, acc_bytes)))
     return "a forced column plan with two rounds of loads in flight other than 16-byte loads of 4-byte elements "
            "and accumulators";

@@ -78,6 +78,11 @@ const char* to_string(strategy s);
 inline constexpr int kSplitBlock = 512;       // threads per block of the split and exact kernels
 inline constexpr int kSplitBlockSmall = 256;  // and of the split kernel for rows of one such block's round
 inline constexpr int kSplitThreadsPerSm = 1024;  // the split kernel's launch bounds: 1024 / block blocks per SM
+// The lean split kernel (plain ops, rows of whole aligned vectors, a 256-thread block a row) is
+// held to a whole SM's threads, 32 registers a thread: eight blocks an SM, whose loads cover
+// each other's block trees (tally_rows_probe on the H200: 4096 rows of 4096 f32 16.6 us at eight
+// blocks an SM, 17.1 at four or six; docs/tuning.md, "Rows of one block's round at 2^24").
+inline constexpr int kSplitLeanThreadsPerSm = 2048;
 
 struct plan {
   strategy how = strategy::group;
@@ -86,6 +91,8 @@ struct plan {
                          // kernel's real occupancy, which the launcher applies: resident_grid)
   unsigned per_seg = 1;  // split / columns: blocks sharing one segment or tile
   int split_block = kSplitBlock;  // split: threads per block (kSplitBlock or kSplitBlockSmall)
+  bool split_lean = false;        // split: the lean kernel (one kSplitBlockSmall block a row of whole aligned
+                                  // vectors, plain ops, fewer than 2^32 rows and vectors a row)
   int unroll = 4;        // group / rowtile: loads (row steps) in flight per lane, 4 or 8 (same bits)
   int col_vecs = 1;      // columns: vectors (of 16 bytes, or single elements) across a tile
   bool vec = true;       // columns / thin: 16-byte loads
@@ -117,6 +124,9 @@ struct device_limits {
   std::uint64_t partial_bytes = 4u << 20;  // the segmented partials buffer of a workspace
   unsigned max_tiles = 2048;     // per-segment counters in the workspace
   int columns_blocks_per_sm = 0;  // resident blocks of the op's columns kernel (0: max_threads_per_sm / kColumnsBlock)
+  bool plain = false;     // a plain one-input op (core::family::plain: sum, prod, min, max, float means, ...)
+                          // whose lean split kernel keeps its accumulators in registers (launch.cuh,
+                          // lean_split_ok): rows of one 256-thread block may take that kernel
   bool commutes = false;  // the op's combine gives the same bits in either order: row tiles reduce-scatter
                           // their steps (four in flight, never eight: kernels/rowtile.cuh, rowtile_scatter)
 };

@@ -11,40 +11,16 @@
 // and CUB DeviceReduce::Sum, all in one process, graph replay of a batch, every variant in turn in
 // each repetition. Usage: tally_layout_probe [log2 n ...] (default 26 28 30).
 // docs/tuning.md, "The dynamic schedule of the one-pass ops", has the figures.
-#include <cuda_runtime.h>
-
-#include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <cub/device/device_reduce.cuh>
-#include <functional>
-#include <string>
-#include <vector>
 
-#define CK(x)                                                                         \
-  do {                                                                                \
-    const cudaError_t e_ = (x);                                                       \
-    if (e_ != cudaSuccess) {                                                          \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
+#include "probe_common.cuh"
 
 namespace {
 
-template <int B>
-__device__ float block_sum(float v) {
-  __shared__ float sh[32];
-  for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  __syncthreads();
-  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    v = threadIdx.x < B / 32 ? sh[threadIdx.x] : 0.f;
-    for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  }
-  return v;
-}
+using probe::block_sum;
+using probe::fill;
+using probe::hsum;
+using probe::variant;
 
 // The last block to arrive adds the nslots partials in order and resets the counters. Thread t
 // adds slots t, t + B, ... in that order, its loads K at a time (K = 1: one L2 round trip a slot,
@@ -76,8 +52,6 @@ __device__ void finish(unsigned nslots, float* partials, unsigned* counter, floa
     counter[1] = 0;
   }
 }
-
-__device__ __forceinline__ float hsum(float4 v) { return (v.x + v.y) + (v.z + v.w); }
 
 // U vectors at p, p + step, ... (all loads issued first) into U accumulators.
 template <int U>
@@ -192,20 +166,7 @@ __global__ void __launch_bounds__(B, MB)
   finish<B, K>(chunks, partials, counter, out);
 }
 
-__global__ void fill(float* d, size_t n) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    unsigned h = unsigned(i) * 2654435761u;
-    h ^= h >> 15;
-    d[i] = float(h & 1023) * (1.f / 1024.f);
-  }
-}
-
 using kernel_t = void (*)(const float4*, size_t, unsigned, float*, unsigned*, float*);
-
-struct variant {
-  std::string name;
-  std::function<void(cudaStream_t)> call;
-};
 
 }  // namespace
 
@@ -283,42 +244,11 @@ int main(int argc, char** argv) {
       sums.push_back(&v == &vs[0] ? h[1] : h[0]);
     }
     const int batch = lg >= 28 ? 5 : 20, reps = lg >= 30 ? 7 : 11;
-    std::vector<cudaGraphExec_t> ex(vs.size());
-    for (size_t k = 0; k < vs.size(); ++k) {
-      cudaGraph_t g;
-      CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-      for (int r = 0; r < batch; ++r) vs[k].call(st);
-      CK(cudaStreamEndCapture(st, &g));
-      CK(cudaGraphInstantiate(&ex[k], g, 0));
-      CK(cudaGraphDestroy(g));
-      CK(cudaGraphLaunch(ex[k], st));  // warm-up
-    }
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    std::vector<std::vector<float>> t(vs.size());
-    for (int rep = 0; rep < reps; ++rep)
-      for (size_t k = 0; k < vs.size(); ++k) {
-        CK(cudaEventRecord(e0, st));
-        CK(cudaGraphLaunch(ex[k], st));
-        CK(cudaEventRecord(e1, st));
-        CK(cudaEventSynchronize(e1));
-        float ms = 0;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        t[k].push_back(ms * 1000.f / batch);
-      }
+    const std::vector<float> med = probe::graph_medians(vs, st, batch, reps);
     std::printf("\n2^%d f32 (%zu MiB), graph replay, us per call (median of %d)\n", lg, n * 4 >> 20, reps);
-    float cub_us = 0;
-    for (size_t k = 0; k < vs.size(); ++k) {
-      std::sort(t[k].begin(), t[k].end());
-      const float med = t[k][t[k].size() / 2];
-      if (k == 0) cub_us = med;
-      std::printf("  %-44s %10.2f us %8.1f GB/s  CUB/this %.3f  sum %.7g\n", vs[k].name.c_str(), med,
-                  double(n) * 4 / med / 1e3, cub_us / med, sums[k]);
-    }
-    for (auto& e : ex) CK(cudaGraphExecDestroy(e));
-    CK(cudaEventDestroy(e0));
-    CK(cudaEventDestroy(e1));
+    for (size_t k = 0; k < vs.size(); ++k)
+      std::printf("  %-44s %10.2f us %8.1f GB/s  CUB/this %.3f  sum %.7g\n", vs[k].name.c_str(), med[k],
+                  double(n) * 4 / med[k] / 1e3, med[0] / med[k], sums[k]);
   }
   CK(cudaFree(d_tmp));
   CK(cudaFree(d_ctr));

@@ -47,6 +47,48 @@ __global__ void __launch_bounds__(BLOCK, kSplitThreadsPerSm / BLOCK) seg_split_k
   }
 }
 
+// Plain ops' rows of whole aligned vectors that the split kernel reads with one 256-thread block
+// (up to four rounds of BLOCK x 4 vectors; plan.cpp, lean_split_fits), a block a row: the split
+// kernel's fold without its generic parts (no head or tail, no blocks sharing a row, 32-bit
+// indices), so that it fits 32 registers a thread and the SM holds 2048 threads (8 blocks) of it.
+// Vector i + u BLOCK folds into acc[u % ACCS] in the order reduce_block_range gives it, one block
+// of one: the same bits as the split kernel. Ops whose accumulators spill at 32 registers keep
+// the split kernel (launch.cuh, lean_split_ok).
+template <class T, class Op, int BLOCK>
+__global__ void __launch_bounds__(BLOCK, kSplitLeanThreadsPerSm / BLOCK) seg_split_lean_kernel(seg_args<T, Op> a) {
+  kernel_entry();
+  using Acc = typename Op::acc_type;
+  using V = vec16<T>;
+  constexpr int UNROLL = 4, VN = V::size;
+  constexpr int OP_ACCS = core::max_accs_v<Op> < 8 ? core::max_accs_v<Op> : 8;
+  constexpr int ACCS = UNROLL < OP_ACCS ? UNROLL : OP_ACCS;
+  const unsigned rows = static_cast<unsigned>(a.p.outer), nvec = static_cast<unsigned>(a.p.length / VN);
+  for (unsigned s = blockIdx.x; s < rows; s += gridDim.x) {
+    const T* base = a.d_in + std::uint64_t(s) * a.p.outer_stride;
+    const V* __restrict__ row = reinterpret_cast<const V*>(base);
+    Acc acc[ACCS];
+#pragma unroll
+    for (int u = 0; u < ACCS; ++u) acc[u] = Op::identity();
+    unsigned i = threadIdx.x;
+    for (; i + (UNROLL - 1) * BLOCK < nvec; i += UNROLL * BLOCK) {
+      V v[UNROLL];
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u) v[u] = core::load_vec<core::load_hint::ldg>(row + i + u * BLOCK);
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u)
+        acc[u % ACCS] = core::fold_vec<Op>(acc[u % ACCS], v[u], std::uint64_t(i + u * BLOCK) * VN);
+    }
+#pragma unroll
+    for (int u = 0; u < UNROLL - 1; ++u) {
+      const unsigned j = i + u * BLOCK;
+      if (j < nvec) acc[u % ACCS] = core::fold_vec<Op>(acc[u % ACCS], core::load_vec<core::load_hint::ldg>(row + j),
+                                                       std::uint64_t(j) * VN);
+    }
+    const Acc r = core::block_reduce<Op, BLOCK>(core::combine_all<Op, ACCS>(acc));
+    if (threadIdx.x == 0) a.d_out[s] = core::finalize_with<Op>(r, a.p.length, base);
+  }
+}
+
 // Exact sums and means of contiguous segments: a block per segment with the block's exact
 // accumulator (the core's exact op), normalised and rounded once by warp 0 (the same rounding of
 // the same exact sum as the 1-D exact reduce, so the same bits).

@@ -1,0 +1,98 @@
+// What the standalone probes (tally_layout_probe, tally_rows_probe) share: the checked CUDA call,
+// the block sum of their plain kernels, and the timing of a set of variants in graph replay
+// (each variant a batch of calls captured in a graph, every variant in turn in each repetition,
+// the median per call). No libtally: the probes compare kernels on equal terms.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#define CK(x)                                                                         \
+  do {                                                                                \
+    const cudaError_t e_ = (x);                                                       \
+    if (e_ != cudaSuccess) {                                                          \
+      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                   \
+    }                                                                                 \
+  } while (0)
+
+namespace probe {
+
+// The B values of a block summed into thread 0 (warp shuffles, then warp 0 over the warps). Safe
+// to call again at once: the first barrier waits for the previous call's readers.
+template <int B>
+__device__ float block_sum(float v) {
+  __shared__ float sh[32];
+  for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    v = threadIdx.x < B / 32 ? sh[threadIdx.x] : 0.f;
+    for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  }
+  return v;
+}
+
+__device__ __forceinline__ float hsum(float4 v) { return (v.x + v.y) + (v.z + v.w); }
+
+// n floats k / 1024, k < 1024 from a hash of the index.
+__global__ void fill(float* d, size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    unsigned h = unsigned(i) * 2654435761u;
+    h ^= h >> 15;
+    d[i] = float(h & 1023) * (1.f / 1024.f);
+  }
+}
+
+struct variant {
+  std::string name;
+  std::function<void(cudaStream_t)> call;
+  bool per_row = true;  // tally_rows_probe: its output is one sum a row (else one 1-D sum)
+};
+
+// The median time per call of each variant (us): `batch` calls in a graph, `reps` replays of each,
+// the variants alternating in every repetition.
+inline std::vector<float> graph_medians(const std::vector<variant>& vs, cudaStream_t st, int batch, int reps) {
+  std::vector<cudaGraphExec_t> ex(vs.size());
+  for (size_t k = 0; k < vs.size(); ++k) {
+    cudaGraph_t g;
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    for (int r = 0; r < batch; ++r) vs[k].call(st);
+    CK(cudaStreamEndCapture(st, &g));
+    CK(cudaGraphInstantiate(&ex[k], g, 0));
+    CK(cudaGraphDestroy(g));
+    CK(cudaGraphLaunch(ex[k], st));  // warm-up
+  }
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<std::vector<float>> t(vs.size());
+  for (int rep = 0; rep < reps; ++rep)
+    for (size_t k = 0; k < vs.size(); ++k) {
+      CK(cudaEventRecord(e0, st));
+      CK(cudaGraphLaunch(ex[k], st));
+      CK(cudaEventRecord(e1, st));
+      CK(cudaEventSynchronize(e1));
+      float ms = 0;
+      CK(cudaEventElapsedTime(&ms, e0, e1));
+      t[k].push_back(ms * 1000.f / batch);
+    }
+  std::vector<float> med;
+  for (auto& v : t) {
+    std::sort(v.begin(), v.end());
+    med.push_back(v[v.size() / 2]);
+  }
+  for (auto& e : ex) CK(cudaGraphExecDestroy(e));
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  return med;
+}
+
+}  // namespace probe
