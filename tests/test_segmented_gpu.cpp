@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/api_internal.hpp"
 #include "segmented/problem.hpp"
 #include "segmented/segmented.hpp"
 #include "support.hpp"
@@ -658,8 +659,8 @@ TEST(SegmentedGpu, EveryRowCandidateIsRight) {
     p.aligned16 = reinterpret_cast<std::uintptr_t>(d.get()) % 16 == 0;
     for (op o : {op::sum, op::argmax}) {
       const int acc = o == op::sum ? 4 : 16;
-      seg::device_limits l = lim;
-      l.plain = o == op::sum;  // the sum's rows of whole aligned vectors also have the lean split kernel
+      seg::device_limits l = lim;  // the f32 sum's rows of whole aligned vectors also have the lean split kernel
+      l.plain = o == op::sum && seg::lean_split_available(dtype::f32, core::kind::sum, core::current_context());
       const auto cands = seg::row_candidates(p, 4, acc, l);
       ASSERT_FALSE(cands.empty());
       for (const seg::plan& c : cands) {
@@ -1264,52 +1265,73 @@ TEST(SegmentedGpu, RaggedStripesParetoLengths) {
 }
 
 // The lean split kernel (plain ops, a 256-thread block a row of whole aligned vectors, eight
-// blocks an SM) gives the bits of the split kernel it replaces, on random data whose sums depend
-// on the order: rows of one round of 256 x 4 vectors and of one and a half (its partial round),
-// every plain op the rule gives it to, f32 / f64 / i32 / u8 / i64; an argmax forced onto it is
-// refused before anything is written.
+// blocks an SM) gives the bits of the split kernel it replaces. Rows of one round of 256 x 4
+// vectors, of 1300 (a partial round that ends inside a warp) and of 1536, 300 of them, with a
+// row stride past the row; the same plan forced onto a grid of 7 blocks (each block several rows
+// in turn). Data whose results depend on the order or on every element: float sums and means of
+// random values, float products of values near 1, integer sums, min and max over the type's
+// whole range; f32 / f64 / i32 / u8 / i64. Kinds whose lean kernel spills here
+// (seg::lean_split_available) keep the split kernel: the rule must not take the lean one for
+// them. An argmax forced onto it is refused before anything is written.
 template <class T>
-void lean_split_same_bits(std::initializer_list<op> ops) {
+int lean_split_same_bits(std::initializer_list<op> ops, double lo, double hi) {
   constexpr std::uint64_t vn = 16 / sizeof(T);
-  for (const std::uint64_t vecs : {std::uint64_t(1024), std::uint64_t(1536)}) {
-    const std::uint64_t rows = 300, cols = vecs * vn;
-    const double lo = std::is_unsigned_v<T> ? 0 : -2, hi = std::is_floating_point_v<T> ? 2 : 100;
-    const auto x = random_vector<T>(rows * cols, test_seed() + vecs, lo, hi);
-    device_buffer d(x.size() * sizeof(T)), lean(rows * 16), held(rows * 16);
+  int compared = 0;
+  for (const std::uint64_t vecs : {std::uint64_t(1024), std::uint64_t(1300), std::uint64_t(1536)}) {
+    const std::uint64_t rows = 300, cols = vecs * vn, ld = cols + vn;
+    const auto x = random_vector<T>(rows * ld, test_seed() + vecs, lo, hi);
+    device_buffer d(x.size() * sizeof(T)), lean(rows * 16), held(rows * 16), few(rows * 16);
     d.upload(x.data(), x.size() * sizeof(T));
     for (op o : ops) {
       const std::string what = std::string(to_string(dtype_of<T>())) + " " + to_string(o) + ", rows of " +
                                std::to_string(cols) + " (seed " + std::to_string(test_seed()) + ")";
-      reduce_rows(d.get(), rows, cols, cols, dtype_of<T>(), o, lean.get());
+      const bool available =
+          seg::lean_split_available(dtype_of<T>(), core::kind_for(dtype_of<T>(), o, options{}), core::current_context());
+      reduce_rows(d.get(), rows, cols, ld, dtype_of<T>(), o, lean.get());
       const seg::plan rule = seg::last_plan();
-      ASSERT_EQ(rule.how, seg::strategy::split) << what;
-      if (!rule.split_lean) {  // this build's kernel for the op spills (lean_split_ok): none to compare
-        ADD_FAILURE() << what << ": the rule did not take the lean kernel: " << rule.why;
+      if (rule.how != seg::strategy::split) {
+        ADD_FAILURE() << what << ": the rule took " << seg::to_string(rule.how) << ", not a block a row";
         continue;
       }
+      EXPECT_EQ(rule.split_lean, available) << what << ": " << rule.why;
+      if (!rule.split_lean) continue;
       EXPECT_EQ(rule.split_block, seg::kSplitBlockSmall) << what;
-      seg::plan other = rule;
+      seg::plan other = rule, seven = rule;
       other.split_lean = false;
+      seven.blocks = 7;
       {
         const forced_plan f(other);
-        reduce_rows(d.get(), rows, cols, cols, dtype_of<T>(), o, held.get());
+        reduce_rows(d.get(), rows, cols, ld, dtype_of<T>(), o, held.get());
       }
       EXPECT_FALSE(seg::last_plan().split_lean) << what;
+      {
+        const forced_plan f(seven);
+        reduce_rows(d.get(), rows, cols, ld, dtype_of<T>(), o, few.get());
+      }
+      EXPECT_EQ(seg::last_plan().blocks, 7u) << what;
       const std::size_t bytes = rows * dtype_size(result_dtype(dtype_of<T>(), o));
-      std::vector<unsigned char> a(bytes), b(bytes);
+      std::vector<unsigned char> a(bytes), b(bytes), c(bytes);
       lean.download(a.data(), bytes);
       held.download(b.data(), bytes);
-      EXPECT_EQ(std::memcmp(a.data(), b.data(), bytes), 0) << what;
+      few.download(c.data(), bytes);
+      EXPECT_EQ(std::memcmp(a.data(), b.data(), bytes), 0) << what << ": lean and split kernels differ";
+      EXPECT_EQ(std::memcmp(a.data(), c.data(), bytes), 0) << what << ": 7 blocks differ from one a row";
+      ++compared;
     }
   }
+  return compared;
 }
 TEST(SegmentedGpu, LeanSplitKernelKeepsTheBits) {
   TALLY_REQUIRE_GPU();
-  lean_split_same_bits<float>({op::sum, op::prod, op::min, op::max, op::mean});
-  lean_split_same_bits<double>({op::sum, op::max, op::mean});
-  lean_split_same_bits<std::int32_t>({op::sum, op::min});
-  lean_split_same_bits<std::uint8_t>({op::sum, op::max});
-  lean_split_same_bits<std::int64_t>({op::max, op::prod});
+  int compared = lean_split_same_bits<float>({op::sum, op::mean, op::min, op::max}, -2, 2);
+  compared += lean_split_same_bits<float>({op::prod}, 0.9, 1.1);
+  compared += lean_split_same_bits<double>({op::sum, op::mean, op::max}, -2, 2);
+  compared += lean_split_same_bits<double>({op::prod}, 0.9, 1.1);
+  const double wide = 1e300;  // random_vector clamps to each integer type's range
+  compared += lean_split_same_bits<std::int32_t>({op::sum, op::min, op::max}, -wide, wide);
+  compared += lean_split_same_bits<std::uint8_t>({op::sum, op::min, op::max}, 0, wide);
+  compared += lean_split_same_bits<std::int64_t>({op::sum, op::max}, -wide, wide);
+  EXPECT_GT(compared, 0) << "no kind took the lean split kernel on this GPU";
   // An op outside the plain family: the split kernel, and the lean one refused when forced.
   const std::uint64_t rows = 64, cols = 4096;
   const auto x = random_vector<float>(rows * cols, test_seed(), -1, 1);

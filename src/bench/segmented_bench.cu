@@ -116,7 +116,8 @@ std::string plan_cell(const seg::plan& pl) {
 // resident blocks that the rule counted for its own pick.
 seg::device_limits sweep_limits(const seg::plan& rule) {
   seg::device_limits d = seg::limits_for(core::current_context());
-  d.plain = true;  // the sweep's op: the f32 sum
+  // The sweep's op is the f32 sum: its lean split plans where its kernel fits its registers here.
+  d.plain = seg::lean_split_available(dtype::f32, core::kind::sum, core::current_context());
   if (rule.how == seg::strategy::columns && d.sm_count > 0) d.columns_blocks_per_sm = static_cast<int>(rule.resident) / d.sm_count;
   return d;
 }

@@ -152,6 +152,28 @@ seg_launch_fn find_launcher(dtype t, core::kind k) {
   return nullptr;
 }
 
+bool lean_split_available(dtype t, core::kind k, const core::device_context& dev) {
+  using core::bf16_t;
+  using core::f16_t;
+  const int o = dev.ordinal;
+  switch (t) {
+    case dtype::b8:
+    case dtype::u8: return lean_available<std::uint8_t>(k, o);
+    case dtype::i8: return lean_available<std::int8_t>(k, o);
+    case dtype::i16: return lean_available<std::int16_t>(k, o);
+    case dtype::u16: return lean_available<std::uint16_t>(k, o);
+    case dtype::i32: return lean_available<std::int32_t>(k, o);
+    case dtype::u32: return lean_available<std::uint32_t>(k, o);
+    case dtype::i64: return lean_available<std::int64_t>(k, o);
+    case dtype::u64: return lean_available<std::uint64_t>(k, o);
+    case dtype::f32: return lean_available<float>(k, o);
+    case dtype::f64: return lean_available<double>(k, o);
+    case dtype::f16: return lean_available<f16_t>(k, o);
+    case dtype::bf16: return lean_available<bf16_t>(k, o);
+  }
+  return false;
+}
+
 namespace {
 thread_local plan g_last;
 thread_local const plan* g_forced = nullptr;

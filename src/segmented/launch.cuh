@@ -44,15 +44,15 @@ void check_offsets(const problem& p, const plan& pl, const seg_args<T, Op>& a, c
 // Whether (T, Op) may take the lean split kernel: a plain op whose kernel keeps everything in
 // registers at 32 a thread (ptxas of nvcc 13.0 for sm_90 spills 8-60 bytes in the logical ops and
 // the bitwise ops of 4- and 8-byte integers; every sum, product, min, max and float mean fits),
-// asked of the kernel loaded for the call's device once per device (a GPU of another architecture
-// may JIT it from PTX to another register allocation).
+// asked of the kernel loaded for the device once per device (a GPU of another architecture may
+// JIT it from PTX to another register allocation). The device is the current one.
 template <class T, class Op>
-bool lean_split_ok(const seg_ctx& c) {
+bool lean_split_ok(int ordinal) {
   if constexpr (core::family_v<Op> != core::family::plain || core::binary_v<Op>) {
     return false;
   } else {
     static std::atomic<int> known[64];  // per device ordinal: 0 not asked, 1 fits, 2 spills
-    std::atomic<int>& slot = known[c.dev->ordinal & 63];
+    std::atomic<int>& slot = known[ordinal & 63];
     int k = slot.load(std::memory_order_relaxed);
     if (k == 0) {
       cudaFuncAttributes at{};
@@ -76,7 +76,7 @@ plan plan_of(const problem& p, bool exact, const seg_ctx& c) {
   const bool fits = forced != nullptr && (p.ragged() ? ragged_plan : !ragged_plan && row_plan == p.contiguous());
   device_limits lim = c.limits;
   lim.commutes = kCommutes<Op> && !core::binary_v<Op>;
-  lim.plain = !exact && lean_split_ok<T, Op>(c);
+  lim.plain = !exact && lean_split_ok<T, Op>(c.dev->ordinal);
   const plan pl = fits ? *forced : make_plan(p, sizeof(T), sizeof(typename Op::acc_type), exact, lim);
   // A forced ragged plan must fit this call (plan.cpp, forced_plan_refusal).
   if (fits) {
@@ -402,6 +402,45 @@ seg_launch_fn launcher(core::kind k) {
   }
 }
 
+// Whether kind k on T takes the lean split kernel on the current device (device `ordinal`): the
+// plain kinds whose lean kernel keeps its accumulators in registers (lean_split_ok); every other
+// kind never does. Tests and the benchmark's sweep ask before they force it.
+template <class T>
+bool lean_available(core::kind k, int ordinal) {
+  using core::kind;
+  if constexpr (std::is_same_v<T, bool>) {
+    return false;
+  } else {
+    switch (k) {
+      case kind::sum: return lean_split_ok<T, core::op_sum<T>>(ordinal);
+      case kind::prod: return lean_split_ok<T, core::op_prod<T>>(ordinal);
+      case kind::min: return lean_split_ok<T, core::op_min<T>>(ordinal);
+      case kind::max: return lean_split_ok<T, core::op_max<T>>(ordinal);
+      case kind::all: return lean_split_ok<T, core::op_all<T>>(ordinal);
+      case kind::any: return lean_split_ok<T, core::op_any<T>>(ordinal);
+      default: break;
+    }
+    if constexpr (core::is_float_v<T>) {
+      switch (k) {
+        case kind::mean: return lean_split_ok<T, core::op_mean<core::op_sum<T>, core::mean_out_t<T>>>(ordinal);
+        case kind::min_ignore: return lean_split_ok<T, core::op_min_ignore<T>>(ordinal);
+        case kind::max_ignore: return lean_split_ok<T, core::op_max_ignore<T>>(ordinal);
+        default: break;
+      }
+    } else if constexpr (std::is_integral_v<T>) {
+      switch (k) {
+        case kind::bit_and: return lean_split_ok<T, core::op_bit_and<T>>(ordinal);
+        case kind::bit_or: return lean_split_ok<T, core::op_bit_or<T>>(ordinal);
+        case kind::bit_xor: return lean_split_ok<T, core::op_bit_xor<T>>(ordinal);
+        default: break;
+      }
+    }
+    return false;
+  }
+}
+
 }  // namespace tally::seg
 
-#define TALLY_INSTANTIATE_SEGMENTED(T) template tally::seg::seg_launch_fn tally::seg::launcher<T>(tally::core::kind);
+#define TALLY_INSTANTIATE_SEGMENTED(T)                                                       \
+  template tally::seg::seg_launch_fn tally::seg::launcher<T>(tally::core::kind);            \
+  template bool tally::seg::lean_available<T>(tally::core::kind, int);

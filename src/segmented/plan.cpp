@@ -184,11 +184,12 @@ void fill_split(plan& r, std::uint64_t segments, std::uint64_t length, std::uint
 }
 
 // Whether the lean split kernel takes these rows: a plain op, a block a row of whole aligned
-// 16-byte vectors, counts that fit its 32-bit indices.
+// 16-byte vectors (any length: rows of many rounds are sweep candidates), counts that fit its
+// 32-bit indices (rows under 2^31, so that a block's next row, s + grid, never wraps).
 bool lean_split_fits(const problem& p, int elem_bytes, std::uint64_t per, int block, const device_limits& d) {
   const std::uint64_t eb = static_cast<std::uint64_t>(elem_bytes), vn = 16 / eb;
   return d.plain && !p.binary() && per == 1 && block == kSplitBlockSmall && p.contiguous() && !p.ragged() &&
-         p.aligned16 && p.length % vn == 0 && (p.outer_stride * eb) % 16 == 0 && p.outer < (std::uint64_t(1) << 32) &&
+         p.aligned16 && p.length % vn == 0 && (p.outer_stride * eb) % 16 == 0 && p.outer < (std::uint64_t(1) << 31) &&
          p.length / vn < (std::uint64_t(1) << 31);
 }
 void make_lean(plan& r) {
@@ -582,7 +583,7 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
   }
   if (nvec < kBlockSegmentVectors) {
     // One or two rounds of a 256-thread block: a block each (plain ops on whole aligned vectors:
-    // the lean kernel, eight blocks an SM).
+    // the lean kernel, eight blocks an SM, up to four rounds).
     fill_split(r, segments, length, 1, kSplitBlockSmall, sms, d);
     if (lean_split_fits(p, elem_bytes, 1, kSplitBlockSmall, d)) make_lean(r);
     return r;

@@ -92,7 +92,7 @@ struct plan {
   unsigned per_seg = 1;  // split / columns: blocks sharing one segment or tile
   int split_block = kSplitBlock;  // split: threads per block (kSplitBlock or kSplitBlockSmall)
   bool split_lean = false;        // split: the lean kernel (one kSplitBlockSmall block a row of whole aligned
-                                  // vectors, plain ops, fewer than 2^32 rows and vectors a row)
+                                  // vectors, plain ops, fewer than 2^31 rows and vectors a row)
   int unroll = 4;        // group / rowtile: loads (row steps) in flight per lane, 4 or 8 (same bits)
   int col_vecs = 1;      // columns: vectors (of 16 bytes, or single elements) across a tile
   bool vec = true;       // columns / thin: 16-byte loads
@@ -126,7 +126,7 @@ struct device_limits {
   int columns_blocks_per_sm = 0;  // resident blocks of the op's columns kernel (0: max_threads_per_sm / kColumnsBlock)
   bool plain = false;     // a plain one-input op (core::family::plain: sum, prod, min, max, float means, ...)
                           // whose lean split kernel keeps its accumulators in registers (launch.cuh,
-                          // lean_split_ok): rows of one 256-thread block may take that kernel
+                          // lean_split_ok): rows of whole aligned vectors may take that kernel
   bool commutes = false;  // the op's combine gives the same bits in either order: row tiles reduce-scatter
                           // their steps (four in flight, never eight: kernels/rowtile.cuh, rowtile_scatter)
 };

@@ -26,6 +26,12 @@ template <class T>
 seg_launch_fn launcher(core::kind k);
 // The launcher of (dtype, kind) (nullptr where undefined).
 seg_launch_fn find_launcher(dtype t, core::kind k);
+// Whether (T, kind k) takes the lean split kernel on device `ordinal` (launch.cuh,
+// lean_available; instantiated with launcher<T>), and the same for (dtype, kind) on `dev`, which
+// must be current: tests and the benchmark's sweep ask before they force a lean plan.
+template <class T>
+bool lean_available(core::kind k, int ordinal);
+bool lean_split_available(dtype t, core::kind k, const core::device_context& dev);
 
 inline constexpr unsigned long long kStatusOkHost = ~0ull;
 // Where the offset check also writes the ragged tile kernel's partition: tile k of `tile`

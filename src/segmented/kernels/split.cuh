@@ -47,8 +47,9 @@ __global__ void __launch_bounds__(BLOCK, kSplitThreadsPerSm / BLOCK) seg_split_k
   }
 }
 
-// Plain ops' rows of whole aligned vectors that the split kernel reads with one 256-thread block
-// (up to four rounds of BLOCK x 4 vectors; plan.cpp, lean_split_fits), a block a row: the split
+// Plain ops' rows of whole aligned vectors, a block a row (the rule: rows the split kernel reads
+// with one 256-thread block, up to four rounds of BLOCK x 4 vectors; the sweep: any length;
+// plan.cpp, lean_split_fits): the split
 // kernel's fold without its generic parts (no head or tail, no blocks sharing a row, 32-bit
 // indices), so that it fits 32 registers a thread and the SM holds 2048 threads (8 blocks) of it.
 // Vector i + u BLOCK folds into acc[u % ACCS] in the order reduce_block_range gives it, one block
