@@ -131,47 +131,39 @@ void validate_offsets(const problem& p, unsigned long long* d_status, cudaStream
   core::check_cuda(cudaGetLastError(), "launching the segment offset check");
 }
 
-seg_launch_fn find_launcher(dtype t, core::kind k) {
-  using core::bf16_t;
-  using core::f16_t;
+namespace {
+template <class T>
+struct type_tag {
+  using type = T;
+};
+// f(type_tag<T>{}) for dtype t's element type (b8 reads as u8), or `none`.
+template <class R, class F>
+R on_dtype(dtype t, R none, F&& f) {
   switch (t) {
     case dtype::b8:
-    case dtype::u8: return launcher<std::uint8_t>(k);
-    case dtype::i8: return launcher<std::int8_t>(k);
-    case dtype::i16: return launcher<std::int16_t>(k);
-    case dtype::u16: return launcher<std::uint16_t>(k);
-    case dtype::i32: return launcher<std::int32_t>(k);
-    case dtype::u32: return launcher<std::uint32_t>(k);
-    case dtype::i64: return launcher<std::int64_t>(k);
-    case dtype::u64: return launcher<std::uint64_t>(k);
-    case dtype::f32: return launcher<float>(k);
-    case dtype::f64: return launcher<double>(k);
-    case dtype::f16: return launcher<f16_t>(k);
-    case dtype::bf16: return launcher<bf16_t>(k);
+    case dtype::u8: return f(type_tag<std::uint8_t>{});
+    case dtype::i8: return f(type_tag<std::int8_t>{});
+    case dtype::i16: return f(type_tag<std::int16_t>{});
+    case dtype::u16: return f(type_tag<std::uint16_t>{});
+    case dtype::i32: return f(type_tag<std::int32_t>{});
+    case dtype::u32: return f(type_tag<std::uint32_t>{});
+    case dtype::i64: return f(type_tag<std::int64_t>{});
+    case dtype::u64: return f(type_tag<std::uint64_t>{});
+    case dtype::f32: return f(type_tag<float>{});
+    case dtype::f64: return f(type_tag<double>{});
+    case dtype::f16: return f(type_tag<core::f16_t>{});
+    case dtype::bf16: return f(type_tag<core::bf16_t>{});
   }
-  return nullptr;
+  return none;
+}
+}  // namespace
+
+seg_launch_fn find_launcher(dtype t, core::kind k) {
+  return on_dtype(t, seg_launch_fn{}, [k](auto e) { return launcher<typename decltype(e)::type>(k); });
 }
 
 bool lean_split_available(dtype t, core::kind k, const core::device_context& dev) {
-  using core::bf16_t;
-  using core::f16_t;
-  const int o = dev.ordinal;
-  switch (t) {
-    case dtype::b8:
-    case dtype::u8: return lean_available<std::uint8_t>(k, o);
-    case dtype::i8: return lean_available<std::int8_t>(k, o);
-    case dtype::i16: return lean_available<std::int16_t>(k, o);
-    case dtype::u16: return lean_available<std::uint16_t>(k, o);
-    case dtype::i32: return lean_available<std::int32_t>(k, o);
-    case dtype::u32: return lean_available<std::uint32_t>(k, o);
-    case dtype::i64: return lean_available<std::int64_t>(k, o);
-    case dtype::u64: return lean_available<std::uint64_t>(k, o);
-    case dtype::f32: return lean_available<float>(k, o);
-    case dtype::f64: return lean_available<double>(k, o);
-    case dtype::f16: return lean_available<f16_t>(k, o);
-    case dtype::bf16: return lean_available<bf16_t>(k, o);
-  }
-  return false;
+  return on_dtype(t, false, [k, &dev](auto e) { return lean_available<typename decltype(e)::type>(k, dev.ordinal); });
 }
 
 namespace {

@@ -345,42 +345,67 @@ void launch_exact(const void* d_in, const problem& p, bool, void* d_out, const s
   go(seg_exact_kernel<T, Op, kSplitBlock>, a, pl.blocks, kSplitBlock, c, "launching the segmented exact kernel");
 }
 
+template <class Op>
+struct op_tag {
+  using type = Op;
+};
+// The plain kinds of T (core::family::plain: sum, prod, min, max, all, any; float means and
+// NaN-ignoring min / max; integer bitwise ops): f(op_tag<Op>{}) with kind k's op, or `none` for
+// any other kind. The one map from those kinds to their ops, for the launcher table and for
+// lean_available.
+template <class T, class R, class F>
+R on_plain_kind(core::kind k, R none, F&& f) {
+  using core::kind;
+  switch (k) {
+    case kind::sum: return f(op_tag<core::op_sum<T>>{});
+    case kind::prod: return f(op_tag<core::op_prod<T>>{});
+    case kind::min: return f(op_tag<core::op_min<T>>{});
+    case kind::max: return f(op_tag<core::op_max<T>>{});
+    case kind::all: return f(op_tag<core::op_all<T>>{});
+    case kind::any: return f(op_tag<core::op_any<T>>{});
+    default: break;
+  }
+  if constexpr (core::is_float_v<T>) {
+    switch (k) {
+      case kind::mean: return f(op_tag<core::op_mean<core::op_sum<T>, core::mean_out_t<T>>>{});
+      case kind::min_ignore: return f(op_tag<core::op_min_ignore<T>>{});
+      case kind::max_ignore: return f(op_tag<core::op_max_ignore<T>>{});
+      default: break;
+    }
+  } else if constexpr (std::is_integral_v<T>) {
+    switch (k) {
+      case kind::bit_and: return f(op_tag<core::op_bit_and<T>>{});
+      case kind::bit_or: return f(op_tag<core::op_bit_or<T>>{});
+      case kind::bit_xor: return f(op_tag<core::op_bit_xor<T>>{});
+      default: break;
+    }
+  }
+  return none;
+}
+
 // The launcher of kind k on element type T (nullptr where undefined). argmin/argmax use the
 // general form (value and 64-bit index), which never re-reads the input.
 template <class T>
 seg_launch_fn launcher(core::kind k) {
   using core::kind;
-  constexpr bool is_int = std::is_integral_v<T>, is_fp = core::is_float_v<T>;
+  constexpr bool is_fp = core::is_float_v<T>;
   if constexpr (std::is_same_v<T, bool>) {
     return nullptr;
   } else {
+    const seg_launch_fn plain =
+        on_plain_kind<T>(k, seg_launch_fn{}, [](auto t) -> seg_launch_fn { return &launch<T, typename decltype(t)::type>; });
+    if (plain != nullptr) return plain;
     switch (k) {
-      case kind::sum: return &launch<T, core::op_sum<T>>;
-      case kind::prod: return &launch<T, core::op_prod<T>>;
-      case kind::min: return &launch<T, core::op_min<T>>;
-      case kind::max: return &launch<T, core::op_max<T>>;
-      case kind::all: return &launch<T, core::op_all<T>>;
-      case kind::any: return &launch<T, core::op_any<T>>;
       case kind::argmin: return &launch<T, core::op_arg<T, false, false>>;
       case kind::argmax: return &launch<T, core::op_arg<T, true, false>>;
       case kind::stats: return &launch<T, core::op_stats<T, false>>;
       case kind::mean:
-        if constexpr (is_fp) return &launch<T, core::op_mean<core::op_sum<T>, core::mean_out_t<T>>>;
-        else return &launch<T, core::op_mean_int<T>>;
+        if constexpr (!is_fp) return &launch<T, core::op_mean_int<T>>;
+        break;
       default: break;
-    }
-    if constexpr (is_int) {
-      switch (k) {
-        case kind::bit_and: return &launch<T, core::op_bit_and<T>>;
-        case kind::bit_or: return &launch<T, core::op_bit_or<T>>;
-        case kind::bit_xor: return &launch<T, core::op_bit_xor<T>>;
-        default: break;
-      }
     }
     if constexpr (is_fp) {
       switch (k) {
-        case kind::min_ignore: return &launch<T, core::op_min_ignore<T>>;
-        case kind::max_ignore: return &launch<T, core::op_max_ignore<T>>;
         case kind::argmin_ignore: return &launch<T, core::op_arg<T, false, true>>;
         case kind::argmax_ignore: return &launch<T, core::op_arg<T, true, true>>;
         case kind::stats_ignore: return &launch<T, core::op_stats<T, true>>;
@@ -407,35 +432,10 @@ seg_launch_fn launcher(core::kind k) {
 // kind never does. Tests and the benchmark's sweep ask before they force it.
 template <class T>
 bool lean_available(core::kind k, int ordinal) {
-  using core::kind;
   if constexpr (std::is_same_v<T, bool>) {
     return false;
   } else {
-    switch (k) {
-      case kind::sum: return lean_split_ok<T, core::op_sum<T>>(ordinal);
-      case kind::prod: return lean_split_ok<T, core::op_prod<T>>(ordinal);
-      case kind::min: return lean_split_ok<T, core::op_min<T>>(ordinal);
-      case kind::max: return lean_split_ok<T, core::op_max<T>>(ordinal);
-      case kind::all: return lean_split_ok<T, core::op_all<T>>(ordinal);
-      case kind::any: return lean_split_ok<T, core::op_any<T>>(ordinal);
-      default: break;
-    }
-    if constexpr (core::is_float_v<T>) {
-      switch (k) {
-        case kind::mean: return lean_split_ok<T, core::op_mean<core::op_sum<T>, core::mean_out_t<T>>>(ordinal);
-        case kind::min_ignore: return lean_split_ok<T, core::op_min_ignore<T>>(ordinal);
-        case kind::max_ignore: return lean_split_ok<T, core::op_max_ignore<T>>(ordinal);
-        default: break;
-      }
-    } else if constexpr (std::is_integral_v<T>) {
-      switch (k) {
-        case kind::bit_and: return lean_split_ok<T, core::op_bit_and<T>>(ordinal);
-        case kind::bit_or: return lean_split_ok<T, core::op_bit_or<T>>(ordinal);
-        case kind::bit_xor: return lean_split_ok<T, core::op_bit_xor<T>>(ordinal);
-        default: break;
-      }
-    }
-    return false;
+    return on_plain_kind<T>(k, false, [ordinal](auto t) { return lean_split_ok<T, typename decltype(t)::type>(ordinal); });
   }
 }
 
