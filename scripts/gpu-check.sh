@@ -13,7 +13,8 @@
 # driver queries behind the memory checks, and a blocking call's round trip), lab (tally lab run), sweep (tally lab sweep), tune
 # (tally bench tune --measure: the policy's choice and the shape sweeps), layout
 # (tally_layout_probe: the 1-D sum's layouts against CUB; TALLY_PROBE_SIZES; and tally_rows_probe: row
-# sums against CUB's segmented reduce; TALLY_ROWS_PROBE_SHAPES), schedules (bench core and
+# sums against CUB's segmented reduce; TALLY_ROWS_PROBE_SHAPES; and tally_columns_probe: column sums
+# against CUB's rows of the transposed layout; TALLY_COLUMNS_PROBE_SHAPES), schedules (bench core and
 # the argmax/dot tables of bench numerics twice, --schedule strided and --schedule dynamic: whether
 # a GPU's measured entry should turn the dynamic schedule on), dist (the sharded reductions:
 # Dist* tests, tally_dist_mpi_check under mpirun on every GPU, `tally reduce --ranks` of files against
@@ -208,21 +209,22 @@ if has ragged; then
   grep -A12 "ragged segments (Pareto lengths, a fifth empty): tally vs CUB" "$out/ragged-bench.md" | tee -a "$out/summary.txt"
 fi
 if has columns; then
-  # The column tiles' check: their GPU tests (the `r` twins bitwise against their one-round plans),
-  # memcheck on those at small sizes, the column sweep (TALLY_COLUMN_TOTALS, default 20,24,28: every
-  # candidate against the rule, `r` twins included) and torch / cupy on the same shapes.
+  # The column tiles' check: their GPU tests (the `r` twins and the lean kernel bitwise against the
+  # columns kernel's plans), memcheck on those at small sizes, the column sweep (TALLY_COLUMN_TOTALS,
+  # default 20,24,28: every candidate against the rule, `r` and `lean` twins included) and torch /
+  # cupy on the same shapes.
   step "columns: column tests, memcheck, the column sweep, torch and cupy"
   "$bin/tally_tests" --gtest_brief=1 --gtest_filter='Segmented*Column*:SegmentedGpu.Thin*' >"$out/columns-tests.log" 2>&1 \
     || status=1
   tail -1 "$out/columns-tests.log" | tee -a "$out/summary.txt"
   grep -E "FAILED|Failure" -A4 "$out/columns-tests.log" | head -30
   TALLY_TEST_SMALL=1 TALLY_UNDER_SANITIZER=1 timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 \
-    "$bin/tally_tests" --gtest_brief=1 --gtest_filter='SegmentedGpu.ColumnRing*:SegmentedGpu.EveryColumnCandidate*' \
+    "$bin/tally_tests" --gtest_brief=1 --gtest_filter='SegmentedGpu.ColumnRing*:SegmentedGpu.EveryColumnCandidate*:SegmentedGpu.LeanColumn*' \
     >"$out/columns-memcheck.log" 2>&1 || status=1
   echo "memcheck $(grep -E 'SUMMARY' "$out/columns-memcheck.log" | tail -1)" | tee -a "$out/summary.txt"
   "$bin/tally" bench segmented --totals "${TALLY_COLUMN_TOTALS:-20,24,28}" --sweep-only --sweep-forms columns \
     --md "$out/columns-sweep.md" >/dev/null 2>>"$out/progress.log" || { status=1; tail -5 "$out/progress.log"; }
-  grep -E "<- rule| r \|" "$out/columns-sweep.md" | tee -a "$out/summary.txt"
+  grep -E "<- rule" "$out/columns-sweep.md" | tee -a "$out/summary.txt"
   python3 scripts/seg_compare.py --totals "${TALLY_COLUMN_TOTALS:-20,24,28}" --md "$out/seg-compare.md" \
     >"$out/seg-compare.log" 2>&1 || status=1
   tail -3 "$out/seg-compare.log"
@@ -298,6 +300,12 @@ if has layout; then
   step "rows probe: tally_rows_probe ${TALLY_ROWS_PROBE_SHAPES:-12 12 14 12 10 14}"
   "$bin/tally_rows_probe" ${TALLY_ROWS_PROBE_SHAPES:-12 12 14 12 10 14} >"$out/rows-probe.txt" 2>&1 || status=1
   grep -E "^2\^|CUB Device|row 256x4, 8/SM|held to 4" "$out/rows-probe.txt" | tee -a "$out/summary.txt"
+  # Column sums (tile widths, shares of the axis, loads in flight, blocks an SM) against CUB's
+  # rows of the transposed layout (TALLY_COLUMNS_PROBE_SHAPES: log2 rows and log2 cols, pairs).
+  step "columns probe: tally_columns_probe ${TALLY_COLUMNS_PROBE_SHAPES:-12 12 16 4 12 8 8 12}"
+  "$bin/tally_columns_probe" ${TALLY_COLUMNS_PROBE_SHAPES:-12 12 16 4 12 8 8 12} >"$out/columns-probe.txt" 2>&1 ||
+    status=1
+  grep -E "^2\^|CUB Device" "$out/columns-probe.txt" | tee -a "$out/summary.txt"
 fi
 if has schedules; then
   step "schedules: the one-pass ops on the strided grid and on the dynamic schedule, one after the other"

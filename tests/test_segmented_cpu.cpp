@@ -535,7 +535,7 @@ TEST(SegmentedPlanCpu, ColumnCandidatesFitTheWorkspace) {
       }
       for (std::size_t j = 0; j < i; ++j)
         EXPECT_FALSE(cands[j].how == c.how && cands[j].col_vecs == c.col_vecs && cands[j].per_seg == c.per_seg &&
-                     cands[j].group == c.group && cands[j].col_ring == c.col_ring);
+                     cands[j].group == c.group && cands[j].col_ring == c.col_ring && cands[j].col_lean == c.col_lean);
       // Two rounds in flight: the twin right after its one-round plan, where each lane has two
       // whole rounds of eight rows (f32, 16-byte loads).
       if (c.col_ring) {
@@ -684,6 +684,93 @@ TEST(SegmentedPlanCpu, PlainOpsTakeTheLeanSplitKernelOnWholeVectors) {
   }
   EXPECT_EQ(lean, 1);
   for (const seg::plan& p : seg::row_candidates(rows(1u << 8, 4096), 4, 4, h100())) EXPECT_FALSE(p.split_lean);
+}
+
+// Plain ops' column tiles of 16-byte loads take the lean columns kernel where it fits its
+// registers (columns_lean): the tiles and shares of the columns kernel's plan (so its bits),
+// never the ring; element loads, thin plans and counts past 32 bits keep the columns kernel; the
+// sweep has the lean kernel beside each one-round plan; a forced lean plan that does not fit is
+// refused.
+TEST(SegmentedPlanCpu, PlainOpsTakeTheLeanColumnKernelOnVectorLoads) {
+  seg::device_limits two = h100(), lean = h100();
+  two.columns_blocks_per_sm = 2;  // the f32 sum's columns kernel
+  lean.columns_blocks_per_sm = 2;
+  lean.columns_lean = true;
+  for (const auto& shape : {std::pair<std::uint64_t, std::uint64_t>{4096, 4096}, {1u << 16, 16}, {4096, 256},
+                            {256, 1u << 16}, {4096, 1u << 16}, {300, 40}}) {
+    const seg::problem p = columns(shape.first, shape.second);
+    const std::string what = std::to_string(shape.first) + " x " + std::to_string(shape.second);
+    const seg::plan a = seg::make_plan(p, 4, 4, false, lean), b = seg::make_plan(p, 4, 4, false, two);
+    ASSERT_EQ(a.how, seg::strategy::columns) << what;
+    ASSERT_EQ(b.how, seg::strategy::columns) << what;
+    EXPECT_TRUE(a.col_lean) << what << ": " << a.why;
+    EXPECT_FALSE(b.col_lean) << what;
+    EXPECT_FALSE(a.col_ring) << what;
+    EXPECT_LE(a.per_seg, b.per_seg) << what;    // as many shares or fewer,
+    EXPECT_LE(a.col_vecs, b.col_vecs) << what;  // the same tiles or narrower (fewer partials a tile)
+    // A block a tile's share (the columns kernel's grid stops at four waves and loops).
+    const std::uint64_t cpt = std::uint64_t(a.col_vecs) * 4;
+    EXPECT_EQ(a.blocks, (shape.second + cpt - 1) / cpt * a.per_seg) << what;
+    seg::plan seven = a;
+    seven.blocks = 7;
+    EXPECT_NE(seg::forced_plan_refusal(p, seven, 4, 4, lean), "") << what;
+    EXPECT_NE(a.why.find("lean"), std::string::npos) << a.why;
+    EXPECT_EQ(seg::forced_plan_refusal(p, a, 4, 4, lean), "") << what;
+    EXPECT_NE(seg::forced_plan_refusal(p, a, 4, 4, two), "") << what;  // the op's lean kernel spills
+    seg::plan ring = a;
+    ring.col_ring = true;
+    EXPECT_NE(seg::forced_plan_refusal(p, ring, 4, 4, lean), "") << what;
+    // f64 and f16 sums take it too where their kernels fit (the flag is per op and type).
+    EXPECT_TRUE(seg::make_plan(p, 8, 8, false, lean).col_lean) << what;
+  }
+  // The lean rule's tiles (the H200's column sweep, plan.cpp): 4096 x 4096 c32 x8 as the columns
+  // kernel's; 2^16 x 16 c4 x128; shared tiles with at most kLeanTilePartials partials (4096 x
+  // 256: c16 x32 where the columns kernel takes c32 x64; 2^16 x 256 c8 x33 for c16 x66); 256 x
+  // 65536 c64 where the columns kernel takes the ring (c128 r); 256 x 2^20 tiles where the columns
+  // kernel's rule takes the thin kernel, narrowed to eight waves of four blocks an SM (c32: 8192).
+  const auto pick = [&](std::uint64_t r, std::uint64_t c) {
+    const seg::plan q = seg::make_plan(columns(r, c), 4, 4, false, lean);
+    EXPECT_EQ(q.how, seg::strategy::columns) << r << " x " << c;
+    return std::to_string(q.col_vecs) + " x" + std::to_string(q.per_seg) + (q.col_lean ? " lean" : "");
+  };
+  EXPECT_EQ(pick(4096, 4096), "32 x8 lean");
+  EXPECT_EQ(pick(1u << 16, 16), "4 x128 lean");
+  EXPECT_EQ(pick(4096, 256), "16 x32 lean");
+  EXPECT_EQ(pick(1u << 16, 256), "8 x33 lean");
+  EXPECT_EQ(pick(256, 1u << 16), "64 x1 lean");
+  EXPECT_EQ(pick(256, 1u << 20), "32 x1 lean");
+  EXPECT_TRUE(seg::make_plan(columns(256, 1u << 16), 4, 4, false, two).col_ring);
+  EXPECT_EQ(seg::make_plan(columns(256, 1u << 20), 4, 4, false, two).how, seg::strategy::thin);
+  EXPECT_EQ(seg::make_plan(columns(16, 1u << 24), 4, 4, false, lean).how, seg::strategy::thin);  // a short axis
+  // Element loads (rows of 4097 f32), thin plans, rows and an axis past 2^31 rows: no lean kernel.
+  const seg::plan four = seg::make_plan(columns(4096, 4096), 4, 4, false, lean);
+  seg::problem long_axis = columns(std::uint64_t(1) << 31, 16);
+  for (const seg::problem& p : {columns(4096, 4097), long_axis}) {
+    const seg::plan r = seg::make_plan(p, 4, 4, false, lean);
+    EXPECT_FALSE(r.col_lean) << r.why;
+    EXPECT_NE(seg::forced_plan_refusal(p, four, 4, 4, lean), "");
+  }
+  EXPECT_EQ(seg::make_plan(columns(16, 1u << 16), 4, 4, false, lean).how, seg::strategy::thin);
+  EXPECT_NE(seg::forced_plan_refusal(rows(4096, 4096), four, 4, 4, lean), "");
+  // The sweep: a lean twin right after each one-round plan of 16-byte loads, none without the flag
+  // or for element loads.
+  int twins = 0;
+  const auto cands = seg::column_candidates(columns(4096, 4096), 4, 4, lean);
+  for (std::size_t i = 0; i < cands.size(); ++i) {
+    if (!cands[i].col_lean) continue;
+    ++twins;
+    ASSERT_GT(i, 0u);
+    EXPECT_FALSE(cands[i - 1].col_lean);
+    EXPECT_FALSE(cands[i - 1].col_ring);
+    EXPECT_FALSE(cands[i].col_ring);
+    EXPECT_EQ(cands[i - 1].col_vecs, cands[i].col_vecs);
+    EXPECT_EQ(cands[i - 1].per_seg, cands[i].per_seg);
+    EXPECT_GE(cands[i].blocks, cands[i - 1].blocks);
+    EXPECT_EQ(seg::forced_plan_refusal(columns(4096, 4096), cands[i], 4, 4, lean), "");
+  }
+  EXPECT_GT(twins, 10);
+  for (const seg::plan& c : seg::column_candidates(columns(4096, 4096), 4, 4, two)) EXPECT_FALSE(c.col_lean);
+  for (const seg::plan& c : seg::column_candidates(columns(4096, 4097), 4, 4, lean)) EXPECT_FALSE(c.col_lean);
 }
 
 TEST(SegmentedPlanCpu, RowCandidatesAreTheRowPlansWithinTheWorkspace) {

@@ -564,7 +564,10 @@ TEST(SegmentedGpu, EveryColumnCandidateIsRight) {
     p.aligned16 = reinterpret_cast<std::uintptr_t>(d.get()) % 16 == 0;
     for (op o : {op::sum, op::argmax}) {
       const int acc = o == op::sum ? 4 : 16;
-      for (const seg::plan& c : seg::column_candidates(p, 4, acc, lim)) {
+      seg::device_limits l = lim;  // the f32 sum's 16-byte tiles also have the lean columns kernel
+      l.columns_lean = o == op::sum && seg::lean_available(dtype::f32, core::kind::sum, seg::lean_kernel::columns,
+                                                           core::current_context());
+      for (const seg::plan& c : seg::column_candidates(p, 4, acc, l)) {
         device_buffer out(cols * 16);
         const std::vector<unsigned char> poison(cols * 16, 0xFF);  // a column never written shows
         out.upload(poison.data(), poison.size());
@@ -574,7 +577,7 @@ TEST(SegmentedGpu, EveryColumnCandidateIsRight) {
         }
         const std::string what = "columns " + std::to_string(rows) + "x" + std::to_string(cols) + " forced " +
                                  seg::to_string(c.how) + " c" + std::to_string(c.col_vecs) + " x" + std::to_string(c.per_seg) +
-                                 " m" + std::to_string(c.group) + (c.col_ring ? " r" : "");
+                                 " m" + std::to_string(c.group) + (c.col_ring ? " r" : "") + (c.col_lean ? " lean" : "");
         check_results(what.c_str(), x, cranges, o, out);
       }
     }
@@ -660,7 +663,8 @@ TEST(SegmentedGpu, EveryRowCandidateIsRight) {
     for (op o : {op::sum, op::argmax}) {
       const int acc = o == op::sum ? 4 : 16;
       seg::device_limits l = lim;  // the f32 sum's rows of whole aligned vectors also have the lean split kernel
-      l.plain = o == op::sum && seg::lean_split_available(dtype::f32, core::kind::sum, core::current_context());
+      l.plain = o == op::sum &&
+                seg::lean_available(dtype::f32, core::kind::sum, seg::lean_kernel::split, core::current_context());
       const auto cands = seg::row_candidates(p, 4, acc, l);
       ASSERT_FALSE(cands.empty());
       for (const seg::plan& c : cands) {
@@ -1271,7 +1275,7 @@ TEST(SegmentedGpu, RaggedStripesParetoLengths) {
 // in turn). Data whose results depend on the order or on every element: float sums and means of
 // random values, float products of values near 1, integer sums, min and max over the type's
 // whole range; f32 / f64 / i32 / u8 / i64. Kinds whose lean kernel spills here
-// (seg::lean_split_available) keep the split kernel: the rule must not take the lean one for
+// (seg::lean_available) keep the split kernel: the rule must not take the lean one for
 // them. An argmax forced onto it is refused before anything is written.
 template <class T>
 int lean_split_same_bits(std::initializer_list<op> ops, double lo, double hi) {
@@ -1285,8 +1289,8 @@ int lean_split_same_bits(std::initializer_list<op> ops, double lo, double hi) {
     for (op o : ops) {
       const std::string what = std::string(to_string(dtype_of<T>())) + " " + to_string(o) + ", rows of " +
                                std::to_string(cols) + " (seed " + std::to_string(test_seed()) + ")";
-      const bool available =
-          seg::lean_split_available(dtype_of<T>(), core::kind_for(dtype_of<T>(), o, options{}), core::current_context());
+      const bool available = seg::lean_available(dtype_of<T>(), core::kind_for(dtype_of<T>(), o, options{}),
+                                                 seg::lean_kernel::split, core::current_context());
       reduce_rows(d.get(), rows, cols, ld, dtype_of<T>(), o, lean.get());
       const seg::plan rule = seg::last_plan();
       if (rule.how != seg::strategy::split) {
@@ -1347,6 +1351,144 @@ TEST(SegmentedGpu, LeanSplitKernelKeepsTheBits) {
   {
     const forced_plan f(rule);
     EXPECT_THROW(reduce_rows(d.get(), rows, cols, cols, dtype::f32, op::argmax, out.get()), error);
+  }
+  out.download(after.data(), after.size());
+  EXPECT_EQ(std::memcmp(before.data(), after.data(), before.size()), 0);
+}
+
+// The lean columns kernel (plain ops, 16-byte loads, four blocks an SM) gives the bits of the
+// columns kernel's plan it replaces: tiles a block each and tiles shared by many blocks (2048 x 32
+// vectors, 2^14 x 4), a row stride past the row and a partial last round (517 x 64 vectors, ld 66),
+// a tile wider than the results (300 x 10 vectors: lanes past the last column), an axis of a 3-D
+// array (3 x 500 x 16 vectors: tiles of several outer slices); the columns kernel's plan also on
+// a grid of 7 blocks (each block several tiles and shares in turn), the lean one refused there (a
+// block a share). Data whose results depend on the order
+// or on every element, as for the lean split kernel; f32 / f64 / i32 / u8 / i64 / f16. Kinds
+// whose lean kernel spills here (seg::lean_available) keep the columns kernel. Then every lean
+// candidate of the f32 sum's sweep against its twin, and an argmax forced onto the lean kernel
+// refused before anything is written.
+template <class T, dtype DT = dtype_of<T>()>
+int lean_columns_same_bits(std::initializer_list<op> ops, double lo, double hi) {
+  constexpr std::uint64_t vn = 16 / sizeof(T);
+  struct shape {
+    std::uint64_t outer, rows, cols, ld;
+  };
+  int compared = 0;
+  for (const shape sh : {shape{1, 2048, 32 * vn, 32 * vn}, shape{1, 1u << 14, 4 * vn, 4 * vn},
+                         shape{1, 517, 64 * vn, 66 * vn}, shape{1, 300, 10 * vn, 11 * vn}, shape{3, 500, 16 * vn, 16 * vn}}) {
+    const std::uint64_t n = sh.outer * sh.rows * sh.ld, results = sh.outer * sh.cols;
+    auto x = random_vector<T>(n, test_seed() + sh.rows + sh.cols, lo, hi);
+    if constexpr (DT == dtype::f16)  // binary16 bits of magnitude under 2 (exponent field at most 15): all finite
+      for (T& v : x) v = static_cast<T>(v & 0xBFFFu);
+    device_buffer d(x.size() * sizeof(T)), lean(results * 16), held(results * 16), few(results * 16);
+    d.upload(x.data(), x.size() * sizeof(T));
+    const std::uint64_t dims[3] = {sh.outer, sh.rows, sh.cols};
+    for (op o : ops) {
+      const std::string what = std::string(to_string(DT)) + " " + to_string(o) + ", " +
+                               std::to_string(sh.outer) + " x " + std::to_string(sh.rows) + " x " + std::to_string(sh.cols) +
+                               " ld " + std::to_string(sh.ld) + " (seed " + std::to_string(test_seed()) + ")";
+      const auto call = [&](void* out) {
+        if (sh.outer == 1) reduce_columns(d.get(), sh.rows, sh.cols, sh.ld, DT, o, out);
+        else reduce_axis(d.get(), dims, 3, 1, 1, DT, o, out);
+      };
+      const bool available = seg::lean_available(DT, core::kind_for(DT, o, options{}),
+                                                 seg::lean_kernel::columns, core::current_context());
+      call(lean.get());
+      const seg::plan rule = seg::last_plan();
+      if (rule.how != seg::strategy::columns) {
+        ADD_FAILURE() << what << ": the rule took " << seg::to_string(rule.how) << ", not column tiles";
+        continue;
+      }
+      EXPECT_EQ(rule.col_lean, available) << what << ": " << rule.why;
+      if (!rule.col_lean) continue;
+      EXPECT_FALSE(rule.col_ring) << what;
+      seg::plan other = rule, seven = rule, few_grid = rule;
+      other.col_lean = false;
+      seven.col_lean = false;
+      seven.blocks = 7;  // the columns kernel loops over the tiles' shares
+      few_grid.blocks = 7;  // the lean one takes a block a share: refused
+      {
+        const forced_plan f(other);
+        call(held.get());
+      }
+      EXPECT_FALSE(seg::last_plan().col_lean) << what;
+      {
+        const forced_plan f(seven);
+        call(few.get());
+      }
+      EXPECT_EQ(seg::last_plan().blocks, 7u) << what;
+      const std::size_t bytes = results * dtype_size(result_dtype(DT, o));
+      std::vector<unsigned char> a(bytes), b(bytes), c(bytes), after(bytes);
+      lean.download(a.data(), bytes);
+      held.download(b.data(), bytes);
+      few.download(c.data(), bytes);
+      EXPECT_EQ(std::memcmp(a.data(), b.data(), bytes), 0) << what << ": lean and columns kernels differ";
+      EXPECT_EQ(std::memcmp(a.data(), c.data(), bytes), 0) << what << ": 7 blocks of the columns kernel differ";
+      {
+        const forced_plan f(few_grid);
+        EXPECT_THROW(call(lean.get()), error) << what;
+      }
+      lean.download(after.data(), bytes);
+      EXPECT_EQ(std::memcmp(a.data(), after.data(), bytes), 0) << what << ": a refused plan wrote";
+      ++compared;
+    }
+  }
+  return compared;
+}
+TEST(SegmentedGpu, LeanColumnKernelKeepsTheBits) {
+  TALLY_REQUIRE_GPU();
+  int compared = lean_columns_same_bits<float>({op::sum, op::mean, op::min, op::max}, -2, 2);
+  compared += lean_columns_same_bits<float>({op::prod}, 0.99, 1.01);
+  compared += lean_columns_same_bits<double>({op::sum, op::mean, op::max}, -2, 2);
+  const double wide = 1e300;  // random_vector clamps to each integer type's range
+  compared += lean_columns_same_bits<std::int32_t>({op::sum, op::min, op::max}, -wide, wide);
+  compared += lean_columns_same_bits<std::uint8_t>({op::sum, op::max}, 0, wide);
+  compared += lean_columns_same_bits<std::int64_t>({op::sum, op::min}, -wide, wide);
+  compared += lean_columns_same_bits<std::uint16_t, dtype::f16>({op::sum, op::max}, 0, 65535);
+  EXPECT_GT(compared, 0) << "no kind took the lean columns kernel on this GPU";
+  // Every lean candidate of the f32 sum's sweep against its one-round twin (just before it).
+  const std::uint64_t rows = 2048, cols = 256;
+  const auto x = random_vector<float>(rows * cols, test_seed() + 11, -1, 1);
+  device_buffer d(x.size() * 4);
+  d.upload(x.data(), x.size() * 4);
+  seg::problem p;
+  p.outer = 1, p.length = rows, p.inner = cols, p.length_stride = cols;
+  p.aligned16 = reinterpret_cast<std::uintptr_t>(d.get()) % 16 == 0;
+  seg::device_limits lim = this_gpu_limits();
+  lim.columns_lean = seg::lean_available(dtype::f32, core::kind::sum, seg::lean_kernel::columns, core::current_context());
+  const auto run = [&](const seg::plan& c) {
+    std::vector<float> h(cols);
+    device_buffer out(cols * 4);
+    {
+      const forced_plan f(c);
+      reduce_columns(d.get(), rows, cols, cols, dtype::f32, op::sum, out.get());
+    }
+    out.download(h.data(), cols * 4);
+    return h;
+  };
+  const auto cands = seg::column_candidates(p, 4, 4, lim);
+  int twins = 0;
+  for (std::size_t i = 1; i < cands.size(); ++i) {
+    if (!cands[i].col_lean) continue;
+    ++twins;
+    const auto a = run(cands[i]), b = run(cands[i - 1]);
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), cols * 4), 0)
+        << "c" << cands[i].col_vecs << " x" << cands[i].per_seg << " (seed " << test_seed() << ")";
+  }
+  EXPECT_EQ(twins > 0, lim.columns_lean);
+  // An op outside the plain family: the columns kernel, and the lean one refused when forced.
+  device_buffer out(cols * 16);
+  reduce_columns(d.get(), rows, cols, cols, dtype::f32, op::argmax, out.get());
+  seg::plan rule = seg::last_plan();
+  ASSERT_EQ(rule.how, seg::strategy::columns);
+  EXPECT_FALSE(rule.col_lean) << rule.why;
+  rule.col_lean = true;
+  rule.col_ring = false;
+  std::vector<unsigned char> before(cols * 16), after(cols * 16);
+  out.download(before.data(), before.size());
+  {
+    const forced_plan f(rule);
+    EXPECT_THROW(reduce_columns(d.get(), rows, cols, cols, dtype::f32, op::argmax, out.get()), error);
   }
   out.download(after.data(), after.size());
   EXPECT_EQ(std::memcmp(before.data(), after.data(), before.size()), 0);

@@ -82,7 +82,8 @@ std::string compare_first(const std::vector<call_fn>& calls, cudaStream_t stream
 }
 
 // A plan in a table cell: the strategy, the lane group, the blocks per segment.
-// Column tiles add their width in vectors (c32; r: two rounds of loads in flight a lane), thin plans their vectors per thread (m4), row
+// Column tiles add their width in vectors (c32; r: two rounds of loads in flight a lane; lean: the
+// lean kernel), thin plans their vectors per thread (m4), row
 // tiles and lane groups with eight loads in flight u8, split blocks their threads (b256) and the lean kernel (lean);
 // ragged plans their lanes per segment (g)
 // or the tile kernel (tiles) or spans (span: the window in KiB, w, and a lane's longest segment in
@@ -92,6 +93,7 @@ std::string plan_cell(const seg::plan& pl) {
   return std::string(seg::to_string(pl.how)) + (pl.how == seg::strategy::group ? " g" + std::to_string(pl.group) : "") +
          (pl.how == seg::strategy::columns ? " c" + std::to_string(pl.col_vecs) : "") +
          (pl.how == seg::strategy::columns && pl.col_ring ? std::string(" r") : "") +
+         (pl.how == seg::strategy::columns && pl.col_lean ? std::string(" lean") : "") +
          (pl.how == seg::strategy::thin ? " m" + std::to_string(pl.group) : "") +
          (pl.how == seg::strategy::split && pl.split_block != seg::kSplitBlock ? " b" + std::to_string(pl.split_block) : "") +
          (pl.how == seg::strategy::split && pl.split_lean ? std::string(" lean") : "") +
@@ -116,8 +118,10 @@ std::string plan_cell(const seg::plan& pl) {
 // resident blocks that the rule counted for its own pick.
 seg::device_limits sweep_limits(const seg::plan& rule) {
   seg::device_limits d = seg::limits_for(core::current_context());
-  // The sweep's op is the f32 sum: its lean split plans where its kernel fits its registers here.
-  d.plain = seg::lean_split_available(dtype::f32, core::kind::sum, core::current_context());
+  // The sweep's op is the f32 sum: its lean split and column plans where their kernels fit their
+  // registers here.
+  d.plain = seg::lean_available(dtype::f32, core::kind::sum, seg::lean_kernel::split, core::current_context());
+  d.columns_lean = seg::lean_available(dtype::f32, core::kind::sum, seg::lean_kernel::columns, core::current_context());
   if (rule.how == seg::strategy::columns && d.sm_count > 0) d.columns_blocks_per_sm = static_cast<int>(rule.resident) / d.sm_count;
   return d;
 }
@@ -260,7 +264,7 @@ report run_segmented_bench(const segmented_bench_options& opt) {
         });
       auto same_as_rule = [&](const seg::plan& c) {
         return c.how == rule.how && c.col_vecs == rule.col_vecs && c.per_seg == rule.per_seg && c.col_ring == rule.col_ring &&
-               c.split_block == rule.split_block && c.split_lean == rule.split_lean && c.unroll == rule.unroll &&
+               c.col_lean == rule.col_lean && c.split_block == rule.split_block && c.split_lean == rule.split_lean && c.unroll == rule.unroll &&
                c.chunk == rule.chunk && c.tiles == rule.tiles && c.eager == rule.eager && c.span == rule.span &&
                c.stripe == rule.stripe &&
                (c.span == 0 || (c.short_max == rule.short_max && c.span_segs == rule.span_segs &&

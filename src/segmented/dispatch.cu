@@ -162,8 +162,9 @@ seg_launch_fn find_launcher(dtype t, core::kind k) {
   return on_dtype(t, seg_launch_fn{}, [k](auto e) { return launcher<typename decltype(e)::type>(k); });
 }
 
-bool lean_split_available(dtype t, core::kind k, const core::device_context& dev) {
-  return on_dtype(t, false, [k, &dev](auto e) { return lean_available<typename decltype(e)::type>(k, dev.ordinal); });
+bool lean_available(dtype t, core::kind k, lean_kernel which, const core::device_context& dev) {
+  return on_dtype(t, false,
+                  [k, which, &dev](auto e) { return lean_available<typename decltype(e)::type>(k, which, dev.ordinal); });
 }
 
 namespace {

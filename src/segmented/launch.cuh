@@ -41,27 +41,44 @@ void check_offsets(const problem& p, const plan& pl, const seg_args<T, Op>& a, c
   }
   validate_offsets(p, c.ws->d_seg_status, c.stream, part);
 }
-// Whether (T, Op) may take the lean split kernel: a plain op whose kernel keeps everything in
-// registers at 32 a thread (ptxas of nvcc 13.0 for sm_90 spills 8-60 bytes in the logical ops and
-// the bitwise ops of 4- and 8-byte integers; every sum, product, min, max and float mean fits),
-// asked of the kernel loaded for the device once per device (a GPU of another architecture may
-// JIT it from PTX to another register allocation). The device is the current one.
+// Whether a lean kernel keeps everything in registers on the current device (device `ordinal`),
+// asked of the kernel loaded for it (cudaFuncGetAttributes: no local memory) once per device: a GPU
+// of another architecture may JIT it from PTX to another register allocation.
+template <auto Kernel>
+bool fits_registers(int ordinal, const char* what) {
+  static std::atomic<int> known[64];  // per device ordinal: 0 not asked, 1 fits, 2 spills
+  std::atomic<int>& slot = known[ordinal & 63];
+  int k = slot.load(std::memory_order_relaxed);
+  if (k == 0) {
+    cudaFuncAttributes at{};
+    core::check_cuda(cudaFuncGetAttributes(&at, Kernel), what);
+    k = at.localSizeBytes == 0 ? 1 : 2;
+    slot.store(k, std::memory_order_relaxed);
+  }
+  return k == 1;
+}
+template <class Op>
+inline constexpr bool kLeanOp = core::family_v<Op> == core::family::plain && !core::binary_v<Op>;
+// Whether (T, Op) may take the lean split kernel: a plain op whose kernel fits 32 registers a
+// thread (ptxas of nvcc 13.0 for sm_90 spills 8-60 bytes in the logical ops and the bitwise ops
+// of 4- and 8-byte integers; every sum, product, min, max and float mean fits).
 template <class T, class Op>
 bool lean_split_ok(int ordinal) {
-  if constexpr (core::family_v<Op> != core::family::plain || core::binary_v<Op>) {
+  if constexpr (!kLeanOp<Op>) {
     return false;
   } else {
-    static std::atomic<int> known[64];  // per device ordinal: 0 not asked, 1 fits, 2 spills
-    std::atomic<int>& slot = known[ordinal & 63];
-    int k = slot.load(std::memory_order_relaxed);
-    if (k == 0) {
-      cudaFuncAttributes at{};
-      core::check_cuda(cudaFuncGetAttributes(&at, seg_split_lean_kernel<T, Op, kSplitBlockSmall>),
-                       "cudaFuncGetAttributes (the lean split kernel)");
-      k = at.localSizeBytes == 0 ? 1 : 2;
-      slot.store(k, std::memory_order_relaxed);
-    }
-    return k == 1;
+    return fits_registers<seg_split_lean_kernel<T, Op, kSplitBlockSmall>>(ordinal,
+                                                                           "cudaFuncGetAttributes (the lean split kernel)");
+  }
+}
+// And the lean columns kernel: a plain op whose tile fits 64 registers a thread.
+template <class T, class Op>
+bool lean_columns_ok(int ordinal) {
+  if constexpr (!kLeanOp<Op>) {
+    return false;
+  } else {
+    return fits_registers<seg_columns_lean_kernel<T, Op, kColumnsBlock>>(
+        ordinal, "cudaFuncGetAttributes (the lean columns kernel)");
   }
 }
 
@@ -76,7 +93,8 @@ plan plan_of(const problem& p, bool exact, const seg_ctx& c) {
   const bool fits = forced != nullptr && (p.ragged() ? ragged_plan : !ragged_plan && row_plan == p.contiguous());
   device_limits lim = c.limits;
   lim.commutes = kCommutes<Op> && !core::binary_v<Op>;
-  lim.plain = !exact && lean_split_ok<T, Op>(c.dev->ordinal);
+  lim.plain = !exact && p.contiguous() && lean_split_ok<T, Op>(c.dev->ordinal);
+  lim.columns_lean = !exact && !p.contiguous() && lean_columns_ok<T, Op>(c.dev->ordinal);
   const plan pl = fits ? *forced : make_plan(p, sizeof(T), sizeof(typename Op::acc_type), exact, lim);
   // A forced ragged plan must fit this call (plan.cpp, forced_plan_refusal).
   if (fits) {
@@ -229,7 +247,7 @@ bool launch_rows(const plan& pl, const seg_args<T, Op>& a, const seg_ctx& c) {
       return true;
     case strategy::split:
       if (pl.split_lean) {
-        if constexpr (core::family_v<Op> == core::family::plain && !core::binary_v<Op>) {
+        if constexpr (kLeanOp<Op>) {
           go(seg_split_lean_kernel<T, Op, kSplitBlockSmall>, a, pl.blocks, kSplitBlockSmall, c,
              "launching the segmented lean split kernel");
           return true;
@@ -255,6 +273,12 @@ void launch(const void* d_in, const problem& p, bool, void* d_out, const seg_ctx
   if (pl.blocks == 0 || launch_rows(pl, a, c)) return;
   switch (pl.how) {
     case strategy::columns:
+      if (pl.col_lean) {  // forced_plan_refusal: plain ops' 16-byte loads, never with the ring
+        if constexpr (kLeanOp<Op>)
+          return go(seg_columns_lean_kernel<T, Op, kColumnsBlock>, a, pl.blocks, kColumnsBlock, c,
+                    "launching the segmented lean columns kernel");
+        throw error("tally: internal error: a lean column plan for an op outside the plain family");
+      }
       if (pl.col_ring) {  // forced_plan_refusal: 16-byte loads of 4-byte elements and accumulators only
         if constexpr (kColumnRing<T, Op>)
           if (pl.vec)
@@ -427,15 +451,19 @@ seg_launch_fn launcher(core::kind k) {
   }
 }
 
-// Whether kind k on T takes the lean split kernel on the current device (device `ordinal`): the
-// plain kinds whose lean kernel keeps its accumulators in registers (lean_split_ok); every other
-// kind never does. Tests and the benchmark's sweep ask before they force it.
+// Whether kind k on T takes lean kernel `which` on the current device (device `ordinal`): the
+// plain kinds whose lean kernel keeps its accumulators in registers (lean_split_ok,
+// lean_columns_ok); every other kind never does. Tests and the benchmark's sweep ask before they
+// force a lean plan.
 template <class T>
-bool lean_available(core::kind k, int ordinal) {
+bool lean_available(core::kind k, lean_kernel which, int ordinal) {
   if constexpr (std::is_same_v<T, bool>) {
     return false;
   } else {
-    return on_plain_kind<T>(k, false, [ordinal](auto t) { return lean_split_ok<T, typename decltype(t)::type>(ordinal); });
+    return on_plain_kind<T>(k, false, [which, ordinal](auto t) {
+      using Op = typename decltype(t)::type;
+      return which == lean_kernel::split ? lean_split_ok<T, Op>(ordinal) : lean_columns_ok<T, Op>(ordinal);
+    });
   }
 }
 
@@ -443,4 +471,4 @@ bool lean_available(core::kind k, int ordinal) {
 
 #define TALLY_INSTANTIATE_SEGMENTED(T)                                                       \
   template tally::seg::seg_launch_fn tally::seg::launcher<T>(tally::core::kind);            \
-  template bool tally::seg::lean_available<T>(tally::core::kind, int);
+  template bool tally::seg::lean_available<T>(tally::core::kind, tally::seg::lean_kernel, int);

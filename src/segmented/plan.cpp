@@ -91,6 +91,21 @@ constexpr std::uint64_t kPiecesMaxInputBytes = std::uint64_t(64) << 20;
 // Column tiles sharing an axis: at most this many partials per tile for its last block to combine,
 // and at least this many rows per lane along the axis.
 constexpr std::uint64_t kTilePartials = std::uint64_t(16) << 10;
+// The same for the lean columns kernel, whose shares read at four blocks an SM, so that the last
+// block's combine is a larger part of a call: column sweep, H200, 2026-11-29 05:32 UTC
+// (docs/data/segmented-sweep-h200-columns-lean-1129.md, f32 sum, graph us): 2^16 x 256 at 2^24
+// c8 x33 18.51 (1056 partials a tile) against c16 x66 18.98 (4224); 2^12 x 256 at 2^20 c16 x16
+// 4.02 against c32 x64 4.64 (8192).
+constexpr std::uint64_t kLeanTilePartials = std::uint64_t(2) << 10;
+// With the lean columns kernel, the thin kernel takes long axes only where the results number
+// this many times the resident threads (else every one of them): 2^8 x 2^20 at 2^28 read 249.3 us
+// as thin, 238.4 as lean c32 tiles (the same sweep; torch's column sum 240.5).
+constexpr std::uint64_t kThinLeanItemsPerThread = 2;
+// And lean tiles a block each narrow while they number fewer than this many waves of the lean
+// kernel (but at least one): 2^8 x 2^20 c256 243.9 us (1024 tiles, two waves), c64 241.9, c32
+// 238.4, c16 238.0 (the same sweep); 2^12 x 2^16 keeps c64 (256 tiles, under a wave: 235.4
+// against c16's 238.8).
+constexpr std::uint64_t kLeanTileWaves = 8;
 constexpr std::uint64_t kColumnRowsPerLane = 8;
 constexpr std::uint64_t kColumnWaves = 2;
 // What the combine of a tile shared by several blocks costs, in rounds of kColumnLoads loads per
@@ -106,6 +121,30 @@ constexpr std::uint64_t kThinMaxBlocks = std::uint64_t(1) << 20;
 // for 4-byte elements and accumulators only (launch.cuh: kColumnRing); the rule, the candidates
 // and the refusal of forced plans all ask here.
 bool column_ring_fits(bool vec, int elem_bytes, int acc_bytes) { return vec && elem_bytes == 4 && acc_bytes == 4; }
+
+// The lean columns kernel's tiles x shares (its grid: a block a work item) for tiles of cv vectors.
+std::uint64_t column_lean_work(const problem& p, int elem_bytes, int acc_bytes, std::uint64_t cv, std::uint64_t per) {
+  const std::uint64_t cpt = cv * static_cast<std::uint64_t>(vector_results(elem_bytes, acc_bytes));
+  return p.outer * ceil_div(p.inner, cpt) * per;
+}
+// Whether the lean columns kernel takes column tiles of cv vectors, `per` blocks a tile: a plain
+// op whose lean kernel fits its registers here (d.columns_lean), 16-byte loads, and counts that fit
+// its 32-bit indices (its blocks, the axis, the results of an outer slice and its first result
+// past them: under 2^31).
+bool column_lean_fits(const problem& p, bool vec, int elem_bytes, int acc_bytes, std::uint64_t cv, std::uint64_t per,
+                      const device_limits& d) {
+  constexpr std::uint64_t kMax = std::uint64_t(1) << 31;
+  const std::uint64_t cpt = cv * static_cast<std::uint64_t>(vector_results(elem_bytes, acc_bytes));
+  return d.columns_lean && vec && !p.contiguous() && !p.ragged() && !p.binary() && cv >= 1 && per >= 1 &&
+         p.length < kMax && p.inner + cpt < kMax && column_lean_work(p, elem_bytes, acc_bytes, cv, per) < kMax;
+}
+void make_column_lean(plan& r, const problem& p, int elem_bytes, int acc_bytes) {
+  r.col_lean = true;
+  r.blocks = static_cast<unsigned>(
+      column_lean_work(p, elem_bytes, acc_bytes, static_cast<std::uint64_t>(r.col_vecs), r.per_seg));
+  r.why += ", the lean kernel (plain op, 32-bit counts, a block a tile's share) at " +
+           std::to_string(kColumnsLeanBlocksPerSm) + " blocks an SM";
+}
 
 // A column-tiles plan: tiles of cv vectors of results (16-byte vectors when vec), per blocks
 // sharing each tile's axis, a grid of at most four waves of resident blocks.
@@ -436,7 +475,10 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
     const std::uint64_t vecs = ceil_div(p.inner, per_vec);
     const std::uint64_t items = p.outer * vecs;  // vectors (or elements) of adjacent results
     const std::uint64_t resident_threads = sms * static_cast<std::uint64_t>(std::max(1, d.max_threads_per_sm));
-    if (p.length <= kThinLength || 2 * items >= resident_threads) {
+    // The lean kernel may take these tiles (its counts are checked again on the final tiles).
+    const bool lean_may = column_lean_fits(p, vec, elem_bytes, acc_bytes, 1, 1, d);
+    const bool thin_many = lean_may ? items >= kThinLeanItemsPerThread * resident_threads : 2 * items >= resident_threads;
+    if (p.length <= kThinLength || thin_many) {
       // A thread per vector of results down the whole axis: every SM has enough of them.
       const bool wide = p.length < static_cast<std::uint64_t>(kThinLoads) &&
                         thin_wide_ok(static_cast<int>(per_vec), acc_bytes) && items >= kThinWide * resident_threads;
@@ -464,7 +506,8 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
       return std::max<std::uint64_t>(q, 1);
     };
     const std::uint64_t cv_min = std::min<std::uint64_t>(cv, 8);
-    while (cv > cv_min && per_of(cv) > 1 && (per_of(cv) * cv * per_vec > kTilePartials || cv > 32)) cv /= 2;
+    const std::uint64_t tile_partials = lean_may ? kLeanTilePartials : kTilePartials;
+    while (cv > cv_min && per_of(cv) > 1 && (per_of(cv) * cv * per_vec > tile_partials || cv > 32)) cv /= 2;
     // Blocks sharing a tile pay a fixed combine (the partials' fence, the tile's counter, its last
     // block reading them: about kCombineRounds rounds of loads in latency). Where the narrowest
     // tiles, a block each in one wave, need at most that many more rounds per lane, they win.
@@ -480,8 +523,19 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
     // H100 column sweep (2026-11-27 06:59 UTC, docs/data/segmented-sweep-h100-columns-ring.md,
     // f32 sum, graph us): 256 x 65536 c64 26.02, c128 r 25.52 (c64 r 25.84); 4096 x 65536 c64
     // 352.21, c128 r 345.19; 256 x 4096 (128 tiles of c8, 64 of c16) keeps c8, 3.79 (c16 r 4.04).
+    // Plain ops with 16-byte loads: the same tiles and shares in the lean kernel, four blocks an SM
+    // instead of two, and never the ring (a two-blocks-an-SM kernel's way to more loads in
+    // flight). H200, tally_columns_probe (2026-11-29): the rule's tiles at four blocks an SM read
+    // 4096 x 4096 in 17.9 us (c32 x8; the columns kernel 20.1, its ring twin 20.9), 2^16 x 16 in
+    // 3.5 (c4 x128; 5.0) and 4096 x 65536 in 236 (c64; c128 r 242).
+    // Lean tiles a block each, at least a wave of them: narrower while under kLeanTileWaves
+    // waves (shorter blocks, a smaller last wave).
+    const std::uint64_t lean_wave = sms * static_cast<std::uint64_t>(kColumnsLeanBlocksPerSm);
+    if (lean_may && per == 1 && tiles_of(cv) >= lean_wave)
+      while (cv > cv_min && tiles_of(cv) < kLeanTileWaves * lean_wave) cv /= 2;
+    const bool lean = column_lean_fits(p, vec, elem_bytes, acc_bytes, cv, per, d);
     bool ring = false;
-    if (per == 1 && column_ring_fits(vec, elem_bytes, acc_bytes) && 2 * cv <= std::min<std::uint64_t>(kColumnsBlock, pow2_ceil(vecs))) {
+    if (!lean && per == 1 && column_ring_fits(vec, elem_bytes, acc_bytes) && 2 * cv <= std::min<std::uint64_t>(kColumnsBlock, pow2_ceil(vecs))) {
       const std::uint64_t lanes2 = kColumnsBlock / (2 * cv);
       if (10 * tiles_of(2 * cv) >= 9 * sms && ceil_div(p.length, lanes2) >= 2 * static_cast<std::uint64_t>(kColumnLoads))
         cv *= 2, ring = true;
@@ -489,6 +543,7 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
     fill_columns(r, p, vec, per_vec, cv, per, resident);
     r.col_ring = ring;
     if (ring) r.why += ", two rounds of loads in flight a lane";
+    if (lean) make_column_lean(r, p, elem_bytes, acc_bytes);
     r.why += " (" + std::to_string(resident / sms) + " blocks per SM)";
     return r;
   }
@@ -661,6 +716,12 @@ std::string forced_plan_refusal(const problem& p, const plan& pl, int elem_bytes
   if (pl.split_lean && (pl.how != strategy::split || !lean_split_fits(p, elem_bytes, pl.per_seg, pl.split_block, d)))
     return "a forced lean split plan for other than a plain op's rows of whole aligned vectors, a 256-thread block "
            "a row";
+  if (pl.col_lean &&
+      (pl.how != strategy::columns || pl.col_ring ||
+       !column_lean_fits(p, pl.vec, elem_bytes, acc_bytes, static_cast<std::uint64_t>(pl.col_vecs), pl.per_seg, d) ||
+       pl.blocks != column_lean_work(p, elem_bytes, acc_bytes, static_cast<std::uint64_t>(pl.col_vecs), pl.per_seg)))
+    return "a forced lean column plan for other than a plain op's 16-byte loads (its kernel fitting its registers), "
+           "counts under 2^31, without the ring, a block a tile's share";
   if (pl.col_ring && (pl.how != strategy::columns || !column_ring_fits(pl.vec, elem_bytes, acc_bytes)))
     return "a forced column plan with two rounds of loads in flight other than 16-byte loads of 4-byte elements "
            "and accumulators";
@@ -804,6 +865,12 @@ std::vector<plan> column_candidates(const problem& p, int elem_bytes, int acc_by
       plan c;
       fill_columns(c, p, vec, per_vec, cv, per, resident);
       out.push_back(c);
+      // Its twin in the lean kernel (plain ops: the same bits at four blocks an SM).
+      if (column_lean_fits(p, vec, elem_bytes, acc_bytes, cv, per, d)) {
+        plan l = c;
+        make_column_lean(l, p, elem_bytes, acc_bytes);
+        out.push_back(l);
+      }
       // Its twin with two rounds of loads in flight a lane, where a lane has two whole rounds
       // of its share of the axis (16-byte loads of 4-byte elements and accumulators).
       if (column_ring_fits(vec, elem_bytes, acc_bytes) &&

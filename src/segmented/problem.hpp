@@ -83,6 +83,13 @@ inline constexpr int kSplitThreadsPerSm = 1024;  // the split kernel's launch bo
 // each other's block trees (tally_rows_probe on the H200: 4096 rows of 4096 f32 16.6 us at eight
 // blocks an SM, 17.1 at four or six; docs/tuning.md, "Rows of one block's round at 2^24").
 inline constexpr int kSplitLeanThreadsPerSm = 2048;
+// The lean columns kernel (plain ops, 16-byte loads, 32-bit counts: kernels/columns.cuh) is held
+// to four 256-thread blocks an SM, 64 registers a thread: eight loads in flight a lane and the
+// tile's accumulators fit, and four blocks an SM keep twice the loads in flight of the columns
+// kernel's two (tally_columns_probe on the H200, 2026-11-29: a plain tile kernel at four blocks an
+// SM read 4096 x 4096 f32 columns in 17.9 us where the columns kernel took 20.1, 2^16 x 16 in
+// 3.5 where it took 5.0; docs/tuning.md, "Columns: a lean tile kernel at four blocks an SM").
+inline constexpr int kColumnsLeanBlocksPerSm = 4;
 
 struct plan {
   strategy how = strategy::group;
@@ -98,6 +105,8 @@ struct plan {
   bool vec = true;       // columns / thin: 16-byte loads
   bool col_ring = false; // columns: two rounds of kColumnLoads loads in flight a lane (16-byte loads of
                          // 4-byte elements and accumulators; a sweep candidate)
+  bool col_lean = false; // columns: the lean kernel (plain ops, 16-byte loads, counts under 2^31; the same
+                         // bits as the columns kernel's plan of the same tiles and shares)
   std::uint64_t short_max = ~std::uint64_t(0);  // group / ragged: longest segment for `group` lanes
   std::uint64_t chunk = ~std::uint64_t(0);      // ragged: chunk of the input (elements); longer segments go to blocks
   std::uint64_t chunks = 0;                     // ragged: ceil(n / chunk); pieces: ceil(n / chunk) + segments
@@ -127,6 +136,8 @@ struct device_limits {
   bool plain = false;     // a plain one-input op (core::family::plain: sum, prod, min, max, float means, ...)
                           // whose lean split kernel keeps its accumulators in registers (launch.cuh,
                           // lean_split_ok): rows of whole aligned vectors may take that kernel
+  bool columns_lean = false;  // the op's lean columns kernel keeps everything in registers here (launch.cuh,
+                              // lean_ok): 16-byte column tiles take it
   bool commutes = false;  // the op's combine gives the same bits in either order: row tiles reduce-scatter
                           // their steps (four in flight, never eight: kernels/rowtile.cuh, rowtile_scatter)
 };

@@ -26,12 +26,15 @@ template <class T>
 seg_launch_fn launcher(core::kind k);
 // The launcher of (dtype, kind) (nullptr where undefined).
 seg_launch_fn find_launcher(dtype t, core::kind k);
-// Whether (T, kind k) takes the lean split kernel on device `ordinal` (launch.cuh,
-// lean_available; instantiated with launcher<T>), and the same for (dtype, kind) on `dev`, which
-// must be current: tests and the benchmark's sweep ask before they force a lean plan.
+// The lean kernels of plain ops: a 256-thread block a row (split) and column tiles at four blocks
+// an SM (columns).
+enum class lean_kernel { split, columns };
+// Whether (T, kind k) takes lean kernel `which` on device `ordinal` (launch.cuh, lean_available;
+// instantiated with launcher<T>), and the same for (dtype, kind) on `dev`, which must be current:
+// tests and the benchmark's sweep ask before they force a lean plan.
 template <class T>
-bool lean_available(core::kind k, int ordinal);
-bool lean_split_available(dtype t, core::kind k, const core::device_context& dev);
+bool lean_available(core::kind k, lean_kernel which, int ordinal);
+bool lean_available(dtype t, core::kind k, lean_kernel which, const core::device_context& dev);
 
 inline constexpr unsigned long long kStatusOkHost = ~0ull;
 // Where the offset check also writes the ragged tile kernel's partition: tile k of `tile`

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,24 @@ inline std::vector<float> graph_medians(const std::vector<variant>& vs, cudaStre
   CK(cudaEventDestroy(e0));
   CK(cudaEventDestroy(e1));
   return med;
+}
+
+// Frees the probe's device buffers (cudaFree, checked).
+inline void free_all(std::initializer_list<void*> ps) {
+  for (void* q : ps) CK(cudaFree(q));
+}
+
+// Times the variants (probe::graph_medians: batches of 20 calls, 5 from 1 GiB, 11 repetitions)
+// and prints one line each: time, GB/s over `bytes`, CUB's time (vs[0]) over this one and the
+// variant's error against the reference (`err`, one per variant).
+inline void report(const char* title, const std::vector<variant>& vs, const std::vector<double>& err, size_t bytes,
+                   cudaStream_t st, int name_width) {
+  const int batch = bytes >= (size_t(1) << 30) ? 5 : 20, reps = 11;
+  const std::vector<float> med = graph_medians(vs, st, batch, reps);
+  std::printf("\n%s (%zu MiB), graph replay, us per call (median of %d)\n", title, bytes >> 20, reps);
+  for (size_t j = 0; j < vs.size(); ++j)
+    std::printf("  %-*s %9.2f us %8.1f GB/s  CUB seg/this %.3f  max rel err %.1e\n", name_width, vs[j].name.c_str(), med[j],
+                double(bytes) / med[j] / 1e3, med[0] / med[j], err[j]);
 }
 
 }  // namespace probe

@@ -272,23 +272,12 @@ int main(int argc, char** argv) {
       }
       err.push_back(e);
     }
-    const int batch = n >= (size_t(1) << 28) ? 5 : 20, reps = 11;
-    const std::vector<float> med = probe::graph_medians(vs, st, batch, reps);
-    std::printf("\n2^%d x 2^%d f32 rows (%zu MiB), graph replay, us per call (median of %d)\n", shape[k],
-                shape[k + 1], n * 4 >> 20, reps);
-    for (size_t j = 0; j < vs.size(); ++j)
-      std::printf("  %-56s %9.2f us %8.1f GB/s  CUB seg/this %.3f  max rel diff %.1e\n", vs[j].name.c_str(), med[j],
-                  double(n) * 4 / med[j] / 1e3, med[0] / med[j], err[j]);
-    CK(cudaFree(d_tmp));
-    CK(cudaFree(d_tmp1));
+    char title[96];
+    std::snprintf(title, sizeof title, "2^%d x 2^%d f32 rows", shape[k], shape[k + 1]);
+    probe::report(title, vs, err, n * 4, st, 56);
+    probe::free_all({d_tmp, d_tmp1});
   }
-  CK(cudaFree(d_ctr));
-  CK(cudaFree(d_part));
-  CK(cudaFree(d_begin));
-  CK(cudaFree(d_end));
-  CK(cudaFree(d_ref));
-  CK(cudaFree(d_out));
-  CK(cudaFree(d_in));
+  probe::free_all({d_ctr, d_part, d_begin, d_end, d_ref, d_out, d_in});
   CK(cudaStreamDestroy(st));
   return 0;
 }

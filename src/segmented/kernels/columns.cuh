@@ -54,104 +54,20 @@ inline constexpr int kColumnTreeBufs = (VN > 1 && VN <= 4 && sizeof(typename Op:
 // (a batch costs one round trip to L2; 32 made the f32 kernels take 204 registers).
 inline constexpr int kCombineBatch = 16;
 
-// inner > 1: a tile is col_vecs vectors of adjacent results (VN results each with vector loads,
-// one without; vector_results) and BLOCK / col_vecs lanes along the axis. Lane kl reads rows kl, kl + lanes, ...
-// of its share of the axis, kColumnLoads loads in flight (RING: two rounds of them, the next
-// round's loads issued before this one folds); the lanes of one column combine by shuffles
-// inside a warp, then across warps in shared memory; per_seg blocks per tile combine their
-// partials like split.
-template <class T, class Op, int BLOCK, int VN, bool RING = false, int NB = 2>
-__device__ __forceinline__ void columns_tile(const seg_args<T, Op>& a, std::uint64_t w,
-                                             typename Op::acc_type (&tree)[NB][BLOCK], bool& last) {
+// The end of a column tile's share (columns_tile and the lean kernel): each of the VN results
+// of lane (kl, cv) combines over the lanes along the axis in a fixed tree, is written (one block a
+// tile) or left as the share's partial, and the tile's last block to arrive combines the shares'
+// partials in order. The same order in both kernels: their plans give the same bits. RING: the
+// ring kernel's batch of the last block's loads (8, not kCombineBatch; LB overrides it where > 0).
+template <class T, class Op, int BLOCK, int VN, bool RING, int NB, int LB = 0>
+__device__ __forceinline__ void columns_tile_combine(const seg_args<T, Op>& a, const typename Op::acc_type (&acc)[VN],
+                                                     typename Op::acc_type (&tree)[NB][BLOCK], bool& last,
+                                                     std::uint64_t tile, std::uint64_t slot, std::uint64_t o,
+                                                     std::uint64_t cb, unsigned CV) {
   using Acc = typename Op::acc_type;
-  using V = vec16<T>;
-  constexpr bool kFastDiv = sizeof(Acc) == 4;
   const problem& p = a.p;
-  const unsigned CV = static_cast<unsigned>(a.col_vecs), lanes = BLOCK / CV;
   const std::uint64_t cols_per_tile = std::uint64_t(CV) * VN;
-  // (kFastDiv ? the 32-bit quotients : the plain 64-bit expressions, as before.)
-  const std::uint64_t col_tiles =
-      kFastDiv ? div_u64(p.inner + cols_per_tile - 1, cols_per_tile) : (p.inner + cols_per_tile - 1) / cols_per_tile;
-  // Work item w is share c of tile w % tiles: blocks running together read adjacent tiles of the
-  // same rows (whole rows of the matrix across the GPU, not strips of it). The tile's partial of
-  // share c sits at slot tile * per_seg + c.
-  const std::uint64_t tiles = p.outer * col_tiles;
-  const std::uint64_t cq = kFastDiv ? div_u64(w, tiles) : 0;
-  const std::uint64_t tile = kFastDiv ? w - cq * tiles : w % tiles;
-  const unsigned c = static_cast<unsigned>(kFastDiv ? cq : w / tiles);
-  const std::uint64_t slot = tile * a.per_seg + c;
-  const std::uint64_t o = kFastDiv ? div_u64(tile, col_tiles) : tile / col_tiles;
-  const std::uint64_t cb = kFastDiv ? tile - o * col_tiles : tile % col_tiles;
-  const unsigned cv = threadIdx.x % CV, kl = threadIdx.x / CV;
-  const std::uint64_t col0 = cb * cols_per_tile + std::uint64_t(cv) * VN;
-  const std::uint64_t chunk = kFastDiv ? div_u64(p.length + a.per_seg - 1, a.per_seg) : (p.length + a.per_seg - 1) / a.per_seg;
-  const std::uint64_t kb = chunk * c, ke = kb + chunk < p.length ? kb + chunk : p.length;
-  Acc acc[VN];
-#pragma unroll
-  for (int e = 0; e < VN; ++e) acc[e] = Op::identity();
-  if (col0 < p.inner) {
-    const T* col = a.d_in + o * p.outer_stride + col0;
-    std::uint64_t k = kb + kl;
-    // Rounds of kColumnLoads loads in flight, the last one predicated (a lane's rows fold in
-    // order k, k + lanes, ... either way).
-    const std::uint64_t step = lanes;
-    if constexpr (RING && VN > 1) {
-      // Whole rounds two at a time in flight: round r + 1's loads go out before round r folds,
-      // the two buffers alternating (a copy between them would wait for the loads); the rows
-      // fold in the same order, so the bits are the one-round loop's. What is left (less than a
-      // whole round) takes the loop below.
-      const std::uint64_t ls = p.length_stride, round = kColumnLoads * step;
-      const auto whole = [&](std::uint64_t r0) { return r0 + (kColumnLoads - 1) * step < ke; };
-      const auto issue = [&](V (&v)[kColumnLoads], std::uint64_t r0) {
-#pragma unroll
-        for (int u = 0; u < kColumnLoads; ++u) v[u] = load_cols<VN>(col + (r0 + u * step) * ls);
-      };
-      const auto fold = [&](const V (&v)[kColumnLoads], std::uint64_t r0) {
-#pragma unroll
-        for (int u = 0; u < kColumnLoads; ++u)
-#pragma unroll
-          for (int e = 0; e < VN; ++e) acc[e] = Op::combine(acc[e], core::transform_elem<Op>(v[u].e[e], r0 + u * step));
-      };
-      // cur holds the round at k: the next whole round's loads into nxt, then cur folds; false
-      // where none follows (cur folded, the ring done).
-      const auto advance = [&](V (&cur)[kColumnLoads], V (&nxt)[kColumnLoads]) {
-        const bool more = whole(k + round);
-        if (more) issue(nxt, k + round);
-        fold(cur, k);
-        k += round;
-        return more;
-      };
-      if (whole(k) && whole(k + round)) {
-        V va[kColumnLoads], vb[kColumnLoads];
-        issue(va, k);
-#pragma unroll 1
-        while (advance(va, vb) && advance(vb, va)) {
-        }
-      }
-    }
-    for (; k < ke; k += kColumnLoads * step) {
-      if constexpr (VN > 1) {
-        V v[kColumnLoads];
-#pragma unroll
-        for (int u = 0; u < kColumnLoads; ++u)
-          if (k + u * step < ke)
-            v[u] = load_cols<VN>(col + (k + u * step) * p.length_stride);
-#pragma unroll
-        for (int u = 0; u < kColumnLoads; ++u)
-          if (k + u * step < ke)
-#pragma unroll
-            for (int e = 0; e < VN; ++e) acc[e] = Op::combine(acc[e], core::transform_elem<Op>(v[u].e[e], k + u * step));
-      } else {
-        T x[kColumnLoads];
-#pragma unroll
-        for (int u = 0; u < kColumnLoads; ++u)
-          if (k + u * step < ke) x[u] = col[(k + u * step) * p.length_stride];
-#pragma unroll
-        for (int u = 0; u < kColumnLoads; ++u)
-          if (k + u * step < ke) acc[0] = Op::combine(acc[0], core::transform_elem<Op>(x[u], k + u * step));
-      }
-    }
-  }
+  const unsigned cv = threadIdx.x % CV;
   // Each of the VN results: the lanes along the axis combine in a fixed tree, first inside the
   // warp (lanes CV apart, where a warp spans several rows), then the warps' partials in order in
   // shared memory (one buffer per result and one barrier for all where NB >= VN, else two buffers
@@ -235,7 +151,7 @@ __device__ __forceinline__ void columns_tile(const seg_args<T, Op>& a, std::uint
       Acc r = Op::identity();
       unsigned q = q0;
       if constexpr (sizeof(Acc) == 4) {
-        constexpr int B = RING ? 8 : kCombineBatch;
+        constexpr int B = LB > 0 ? LB : RING ? 8 : kCombineBatch;
         const unsigned share = R * static_cast<unsigned>(cols_per_tile);
         for (; q + (B - 1) * R < a.per_seg; q += B * R) {
           const Acc* pq = pj + std::uint64_t(q) * cols_per_tile;
@@ -285,6 +201,120 @@ __device__ __forceinline__ void columns_tile(const seg_args<T, Op>& a, std::uint
   __syncthreads();
 }
 
+// inner > 1: a tile is col_vecs vectors of adjacent results (VN results each with vector loads,
+// one without; vector_results) and BLOCK / col_vecs lanes along the axis. Lane kl reads rows kl, kl + lanes, ...
+// of its share of the axis, kColumnLoads loads in flight (RING: two rounds of them, the next
+// round's loads issued before this one folds); the lanes of one column combine by shuffles
+// inside a warp, then across warps in shared memory; per_seg blocks per tile combine their
+// partials like split.
+template <class T, class Op, int BLOCK, int VN, bool RING = false, int NB = 2>
+__device__ __forceinline__ void columns_tile(const seg_args<T, Op>& a, std::uint64_t w,
+                                             typename Op::acc_type (&tree)[NB][BLOCK], bool& last) {
+  using Acc = typename Op::acc_type;
+  using V = vec16<T>;
+  constexpr bool kFastDiv = sizeof(Acc) == 4;
+  const problem& p = a.p;
+  const unsigned CV = static_cast<unsigned>(a.col_vecs), lanes = BLOCK / CV;
+  const std::uint64_t cols_per_tile = std::uint64_t(CV) * VN;
+  // (kFastDiv ? the 32-bit quotients : the plain 64-bit expressions, as before.)
+  const std::uint64_t col_tiles =
+      kFastDiv ? div_u64(p.inner + cols_per_tile - 1, cols_per_tile) : (p.inner + cols_per_tile - 1) / cols_per_tile;
+  // Work item w is share c of tile w % tiles: blocks running together read adjacent tiles of the
+  // same rows (whole rows of the matrix across the GPU, not strips of it). The tile's partial of
+  // share c sits at slot tile * per_seg + c.
+  const std::uint64_t tiles = p.outer * col_tiles;
+  const std::uint64_t cq = kFastDiv ? div_u64(w, tiles) : 0;
+  const std::uint64_t tile = kFastDiv ? w - cq * tiles : w % tiles;
+  const unsigned c = static_cast<unsigned>(kFastDiv ? cq : w / tiles);
+  const std::uint64_t slot = tile * a.per_seg + c;
+  const std::uint64_t o = kFastDiv ? div_u64(tile, col_tiles) : tile / col_tiles;
+  const std::uint64_t cb = kFastDiv ? tile - o * col_tiles : tile % col_tiles;
+  const unsigned cv = threadIdx.x % CV, kl = threadIdx.x / CV;
+  const std::uint64_t col0 = cb * cols_per_tile + std::uint64_t(cv) * VN;
+  const std::uint64_t chunk = kFastDiv ? div_u64(p.length + a.per_seg - 1, a.per_seg) : (p.length + a.per_seg - 1) / a.per_seg;
+  const std::uint64_t kb = chunk * c, ke = kb + chunk < p.length ? kb + chunk : p.length;
+  Acc acc[VN];
+#pragma unroll
+  for (int e = 0; e < VN; ++e) acc[e] = Op::identity();
+  if (col0 < p.inner) {
+    const T* col = a.d_in + o * p.outer_stride + col0;
+    std::uint64_t k = kb + kl;
+    // Rounds of kColumnLoads loads in flight, the last one predicated (a lane's rows fold in
+    // order k, k + lanes, ... either way).
+    const std::uint64_t step = lanes;
+    if constexpr (RING && VN > 1) {
+      // Whole rounds two at a time in flight: round r + 1's loads go out before round r folds,
+      // the two buffers alternating (a copy between them would wait for the loads); the rows
+      // fold in the same order, so the bits are the one-round loop's. What is left (less than a
+      // whole round) takes the loop below.
+      const std::uint64_t ls = p.length_stride, round = kColumnLoads * step;
+      const auto whole = [&](std::uint64_t r0) { return r0 + (kColumnLoads - 1) * step < ke; };
+      const auto issue = [&](V (&v)[kColumnLoads], std::uint64_t r0) {
+#pragma unroll
+        for (int u = 0; u < kColumnLoads; ++u) v[u] = load_cols<VN>(col + (r0 + u * step) * ls);
+      };
+      const auto fold = [&](const V (&v)[kColumnLoads], std::uint64_t r0) {
+#pragma unroll
+        for (int u = 0; u < kColumnLoads; ++u)
+#pragma unroll
+          for (int e = 0; e < VN; ++e) acc[e] = Op::combine(acc[e], core::transform_elem<Op>(v[u].e[e], r0 + u * step));
+      };
+      // cur holds the round at k: the next whole round's loads into nxt, then cur folds; false
+      // where none follows (cur folded, the ring done).
+      const auto advance = [&](V (&cur)[kColumnLoads], V (&nxt)[kColumnLoads]) {
+        const bool more = whole(k + round);
+        if (more) issue(nxt, k + round);
+        fold(cur, k);
+        k += round;
+        return more;
+      };
+      if (whole(k) && whole(k + round)) {
+        V va[kColumnLoads], vb[kColumnLoads];
+        issue(va, k);
+#pragma unroll 1
+        while (advance(va, vb) && advance(vb, va)) {
+        }
+      }
+    }
+    if constexpr (VN > 1) {
+      // Whole rounds first, without a predicate a load (the lean kernel's note: eight live
+      // predicates left the eighth load waiting for the first); the same rows in the same order.
+      for (; k + (kColumnLoads - 1) * step < ke; k += kColumnLoads * step) {
+        V v[kColumnLoads];
+#pragma unroll
+        for (int u = 0; u < kColumnLoads; ++u) v[u] = load_cols<VN>(col + (k + u * step) * p.length_stride);
+#pragma unroll
+        for (int u = 0; u < kColumnLoads; ++u)
+#pragma unroll
+          for (int e = 0; e < VN; ++e) acc[e] = Op::combine(acc[e], core::transform_elem<Op>(v[u].e[e], k + u * step));
+      }
+    }
+    for (; k < ke; k += kColumnLoads * step) {
+      if constexpr (VN > 1) {
+        V v[kColumnLoads];
+#pragma unroll
+        for (int u = 0; u < kColumnLoads; ++u)
+          if (k + u * step < ke)
+            v[u] = load_cols<VN>(col + (k + u * step) * p.length_stride);
+#pragma unroll
+        for (int u = 0; u < kColumnLoads; ++u)
+          if (k + u * step < ke)
+#pragma unroll
+            for (int e = 0; e < VN; ++e) acc[e] = Op::combine(acc[e], core::transform_elem<Op>(v[u].e[e], k + u * step));
+      } else {
+        T x[kColumnLoads];
+#pragma unroll
+        for (int u = 0; u < kColumnLoads; ++u)
+          if (k + u * step < ke) x[u] = col[(k + u * step) * p.length_stride];
+#pragma unroll
+        for (int u = 0; u < kColumnLoads; ++u)
+          if (k + u * step < ke) acc[0] = Op::combine(acc[0], core::transform_elem<Op>(x[u], k + u * step));
+      }
+    }
+  }
+  columns_tile_combine<T, Op, BLOCK, VN, RING, NB>(a, acc, tree, last, tile, slot, o, cb, CV);
+}
+
 // The column tiles with two rounds of loads in flight a lane (plan.col_ring): 16-byte loads of
 // 4-byte elements with 4-byte accumulators only (two rounds of eight 16-byte vectors and four
 // accumulators within the two blocks an SM that the one-round kernel has).
@@ -328,6 +358,75 @@ __global__ void __launch_bounds__(BLOCK, 2) seg_columns_ring_kernel(seg_args<T, 
   __shared__ typename Op::acc_type tree[2][BLOCK];
   __shared__ bool last;
   for (std::uint64_t w = blockIdx.x; w < work; w += gridDim.x) columns_tile<T, Op, BLOCK, kVN, true>(a, w, tree, last);
+}
+
+// The lean column tiles (plan.col_lean): plain ops' 16-byte loads, held to kColumnsLeanBlocksPerSm
+// blocks an SM (64 registers a thread) where the columns kernel, whose generic parts (64-bit
+// counts, a grid-stride loop over the tiles, the ring, element loads) take 100-128, holds two. A
+// block a work item (the grid is the plan's tiles x shares: a loop over them kept the item's
+// indices live through the combine and spilled), 32-bit counts (tiles x shares, the axis and the
+// results under 2^31: plan.cpp, column_lean_fits), a lane's row pointer stepped (not recomputed)
+// between rounds, whole rounds of loads without predicates, the same loads in flight, the same fold of each lane's rows in order and the
+// same combine (columns_tile_combine): the columns kernel's bits for the same plan. Ops whose
+// accumulators spill here keep the columns kernel (launch.cuh, lean_columns_ok).
+inline constexpr int kColumnsLeanBatch = 8;  // the last block's loads in flight (16 spilled f32 max)
+template <class T, class Op, int BLOCK, int MIN_BLOCKS = kColumnsLeanBlocksPerSm>
+__global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) seg_columns_lean_kernel(seg_args<T, Op> a) {
+  kernel_entry();
+  using Acc = typename Op::acc_type;
+  using V = vec16<T>;
+  constexpr int VN = vector_results(static_cast<int>(sizeof(T)), static_cast<int>(sizeof(Acc)));
+  constexpr int NB = kColumnTreeBufs<Op, VN>;
+  __shared__ Acc tree[NB][BLOCK];
+  __shared__ bool last;
+  const problem& p = a.p;
+  const unsigned CV = static_cast<unsigned>(a.col_vecs), lanes = BLOCK / CV, cols_per_tile = CV * VN;
+  const unsigned inner = static_cast<unsigned>(p.inner), len = static_cast<unsigned>(p.length), per = a.per_seg;
+  const unsigned col_tiles = (inner + cols_per_tile - 1) / cols_per_tile;
+  const unsigned tiles = static_cast<unsigned>(p.outer) * col_tiles;
+  // Work item blockIdx.x: share c of tile blockIdx.x % tiles, as in columns_tile.
+  const unsigned w = blockIdx.x, c = w / tiles, tile = w - c * tiles;
+  const unsigned o = tile / col_tiles, cb = tile - o * col_tiles;
+  const unsigned cv = threadIdx.x % CV, kl = threadIdx.x / CV;
+  const unsigned col0 = cb * cols_per_tile + cv * VN;
+  const unsigned chunk = (len + per - 1) / per, kb = chunk * c, ke = min(kb + chunk, len);
+  Acc acc[VN];
+#pragma unroll
+  for (int e = 0; e < VN; ++e) acc[e] = Op::identity();
+  if (col0 < inner) {
+    const std::uint64_t step = std::uint64_t(lanes) * p.length_stride;
+    const T* q = a.d_in + std::uint64_t(o) * p.outer_stride + col0 + std::uint64_t(kb + kl) * p.length_stride;
+    const auto fold = [&](const V& v, unsigned k) {
+#pragma unroll
+      for (int e = 0; e < VN; ++e) acc[e] = Op::combine(acc[e], core::transform_elem<Op>(v.e[e], std::uint64_t(k)));
+    };
+    unsigned k = kb + kl;
+    // Whole rounds without a predicate a load: eight predicates live across a round's loads left
+    // sm_90's seven predicate registers short, and ptxas issued the eighth load only after the
+    // first had landed (two latencies a round: 254 against 242 us for 2^16 x 4096 f32, c32 x8,
+    // tally_columns_probe on the H200, 2026-11-29). The last, partial round is predicated.
+    for (; k + (kColumnLoads - 1) * lanes < ke; k += kColumnLoads * lanes) {
+      V v[kColumnLoads];
+#pragma unroll
+      for (int u = 0; u < kColumnLoads; ++u) {
+        v[u] = load_cols<VN>(q);
+        q += step;
+      }
+#pragma unroll
+      for (int u = 0; u < kColumnLoads; ++u) fold(v[u], k + u * lanes);
+    }
+    if (k < ke) {
+      V v[kColumnLoads];
+#pragma unroll
+      for (int u = 0; u < kColumnLoads; ++u)
+        if (k + u * lanes < ke) v[u] = load_cols<VN>(q + u * step);
+#pragma unroll
+      for (int u = 0; u < kColumnLoads; ++u)
+        if (k + u * lanes < ke) fold(v[u], k + u * lanes);
+    }
+  }
+  columns_tile_combine<T, Op, BLOCK, VN, false, NB, kColumnsLeanBatch>(a, acc, tree, last, tile,
+                                                                       std::uint64_t(tile) * per + c, o, cb, CV);
 }
 
 // Thin columns: a thread per vector of VN adjacent results (M vectors at once, a grid's width
