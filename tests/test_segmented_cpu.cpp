@@ -752,6 +752,23 @@ TEST(SegmentedPlanCpu, PlainOpsTakeTheLeanColumnKernelOnVectorLoads) {
   }
   EXPECT_EQ(seg::make_plan(columns(16, 1u << 16), 4, 4, false, lean).how, seg::strategy::thin);
   EXPECT_NE(seg::forced_plan_refusal(rows(4096, 4096), four, 4, 4, lean), "");
+  // The same tiles and blocks where 16-byte loads do not fit: a row stride of 4097 elements, a
+  // pointer not 16-byte aligned; and tiles wider than the block or not a power of two.
+  seg::problem odd_ld = columns(4096, 4096), unaligned = columns(4096, 4096);
+  odd_ld.length_stride = 4097;
+  unaligned.aligned16 = false;
+  for (const seg::problem& p : {odd_ld, unaligned}) {
+    EXPECT_NE(seg::forced_plan_refusal(p, four, 4, 4, lean), "");
+    seg::plan plain_tiles = four;
+    plain_tiles.col_lean = false;
+    plain_tiles.blocks = 256;
+    EXPECT_NE(seg::forced_plan_refusal(p, plain_tiles, 4, 4, lean), "");  // the columns kernel's 16-byte loads too
+  }
+  for (const int cv : {0, 3, 512}) {
+    seg::plan bad = four;
+    bad.col_vecs = cv;
+    EXPECT_NE(seg::forced_plan_refusal(columns(4096, 4096), bad, 4, 4, lean), "") << cv;
+  }
   // The sweep: a lean twin right after each one-round plan of 16-byte loads, none without the flag
   // or for element loads.
   int twins = 0;

@@ -1446,6 +1446,19 @@ TEST(SegmentedGpu, LeanColumnKernelKeepsTheBits) {
   compared += lean_columns_same_bits<std::int64_t>({op::sum, op::min}, -wide, wide);
   compared += lean_columns_same_bits<std::uint16_t, dtype::f16>({op::sum, op::max}, 0, 65535);
   EXPECT_GT(compared, 0) << "no kind took the lean columns kernel on this GPU";
+  // On sm_90 (nvcc 13.0, ptxas -v) these fit 64 registers with no local memory: the rule must take
+  // the lean kernel for them there (1- and 2-byte elements and 4-byte integer sums keep the
+  // columns kernel: docs/tuning.md, "Columns: a lean tile kernel at four blocks an SM").
+  int dev = 0, major = 0;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), cudaSuccess);
+  if (major == 9) {
+    for (const auto& [t, k] : {std::pair{dtype::f32, core::kind::sum}, {dtype::f32, core::kind::max},
+                               {dtype::f32, core::kind::mean}, {dtype::f64, core::kind::sum},
+                               {dtype::i64, core::kind::sum}, {dtype::i32, core::kind::max}})
+      EXPECT_TRUE(seg::lean_available(t, k, seg::lean_kernel::columns, core::current_context()))
+          << to_string(t) << " kind " << static_cast<int>(k);
+  }
   // Every lean candidate of the f32 sum's sweep against its one-round twin (just before it).
   const std::uint64_t rows = 2048, cols = 256;
   const auto x = random_vector<float>(rows * cols, test_seed() + 11, -1, 1);

@@ -129,14 +129,14 @@ std::uint64_t column_lean_work(const problem& p, int elem_bytes, int acc_bytes, 
 }
 // Whether the lean columns kernel takes column tiles of cv vectors, `per` blocks a tile: a plain
 // op whose lean kernel fits its registers here (d.columns_lean), 16-byte loads, and counts that fit
-// its 32-bit indices (its blocks, the axis, the results of an outer slice and its first result
-// past them: under 2^31).
+// its 32-bit indices (its blocks, the axis plus the shares (an empty share's first row), the results
+// of an outer slice and its first result past them: under 2^31).
 bool column_lean_fits(const problem& p, bool vec, int elem_bytes, int acc_bytes, std::uint64_t cv, std::uint64_t per,
                       const device_limits& d) {
   constexpr std::uint64_t kMax = std::uint64_t(1) << 31;
   const std::uint64_t cpt = cv * static_cast<std::uint64_t>(vector_results(elem_bytes, acc_bytes));
   return d.columns_lean && vec && !p.contiguous() && !p.ragged() && !p.binary() && cv >= 1 && per >= 1 &&
-         p.length < kMax && p.inner + cpt < kMax && column_lean_work(p, elem_bytes, acc_bytes, cv, per) < kMax;
+         p.length + per < kMax && p.inner + cpt < kMax && column_lean_work(p, elem_bytes, acc_bytes, cv, per) < kMax;
 }
 void make_column_lean(plan& r, const problem& p, int elem_bytes, int acc_bytes) {
   r.col_lean = true;
@@ -716,6 +716,13 @@ std::string forced_plan_refusal(const problem& p, const plan& pl, int elem_bytes
   if (pl.split_lean && (pl.how != strategy::split || !lean_split_fits(p, elem_bytes, pl.per_seg, pl.split_block, d)))
     return "a forced lean split plan for other than a plain op's rows of whole aligned vectors, a 256-thread block "
            "a row";
+  // Column tiles of 1-256 vectors (a power of two: lanes along the axis divide the block), 16-byte
+  // loads only where the problem allows them (the rule's columns_vec).
+  if (pl.how == strategy::columns &&
+      (pl.col_vecs < 1 || pl.col_vecs > kColumnsBlock || (pl.col_vecs & (pl.col_vecs - 1)) != 0 ||
+       (pl.vec && !columns_vec(p, elem_bytes))))
+    return "a forced column plan whose tiles are not 1-256 vectors (a power of two), or with 16-byte loads the "
+           "problem's alignment, row stride or width does not allow";
   if (pl.col_lean &&
       (pl.how != strategy::columns || pl.col_ring ||
        !column_lean_fits(p, pl.vec, elem_bytes, acc_bytes, static_cast<std::uint64_t>(pl.col_vecs), pl.per_seg, d) ||
