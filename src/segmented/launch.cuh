@@ -71,10 +71,15 @@ bool lean_split_ok(int ordinal) {
                                                                            "cudaFuncGetAttributes (the lean split kernel)");
   }
 }
-// And the lean columns kernel: a plain op whose tile fits 64 registers a thread.
+// And the lean columns kernel: a plain op whose tile fits 64 registers a thread. Elements of 1 and
+// 2 bytes never do for sm_90 (16 results a vector spill 450-1150 bytes; 8 of 2 bytes take a
+// 32-byte stack frame): their kernels are not compiled at all (each costs build time in all 12
+// element types' objects).
+template <class T, class Op>
+inline constexpr bool kLeanColumns = kLeanOp<Op> && sizeof(T) >= 4;
 template <class T, class Op>
 bool lean_columns_ok(int ordinal) {
-  if constexpr (!kLeanOp<Op>) {
+  if constexpr (!kLeanColumns<T, Op>) {
     return false;
   } else {
     return fits_registers<seg_columns_lean_kernel<T, Op, kColumnsBlock>>(
@@ -274,10 +279,11 @@ void launch(const void* d_in, const problem& p, bool, void* d_out, const seg_ctx
   switch (pl.how) {
     case strategy::columns:
       if (pl.col_lean) {  // forced_plan_refusal: plain ops' 16-byte loads, never with the ring
-        if constexpr (kLeanOp<Op>)
+        if constexpr (kLeanColumns<T, Op>)
           return go(seg_columns_lean_kernel<T, Op, kColumnsBlock>, a, pl.blocks, kColumnsBlock, c,
                     "launching the segmented lean columns kernel");
-        throw error("tally: internal error: a lean column plan for an op outside the plain family");
+        throw error("tally: internal error: a lean column plan for an op outside the plain family or elements under "
+                    "4 bytes");
       }
       if (pl.col_ring) {  // forced_plan_refusal: 16-byte loads of 4-byte elements and accumulators only
         if constexpr (kColumnRing<T, Op>)
