@@ -647,7 +647,7 @@ TEST(SegmentedArgsCpu, ClearErrors) {
 // refused.
 TEST(SegmentedPlanCpu, PlainOpsTakeTheLeanSplitKernelOnWholeVectors) {
   seg::device_limits plain = h100();
-  plain.plain = true;
+  plain.split_lean = true;
   for (const std::uint64_t cols : {std::uint64_t(4096), std::uint64_t(6144)}) {
     const seg::plan a = seg::make_plan(rows(4096, cols), 4, 4, false, plain);
     const seg::plan b = seg::make_plan(rows(4096, cols), 4, 4, false, h100());

@@ -663,7 +663,7 @@ TEST(SegmentedGpu, EveryRowCandidateIsRight) {
     for (op o : {op::sum, op::argmax}) {
       const int acc = o == op::sum ? 4 : 16;
       seg::device_limits l = lim;  // the f32 sum's rows of whole aligned vectors also have the lean split kernel
-      l.plain = o == op::sum &&
+      l.split_lean = o == op::sum &&
                 seg::lean_available(dtype::f32, core::kind::sum, seg::lean_kernel::split, core::current_context());
       const auto cands = seg::row_candidates(p, 4, acc, l);
       ASSERT_FALSE(cands.empty());

@@ -120,7 +120,7 @@ seg::device_limits sweep_limits(const seg::plan& rule) {
   seg::device_limits d = seg::limits_for(core::current_context());
   // The sweep's op is the f32 sum: its lean split and column plans where their kernels fit their
   // registers here.
-  d.plain = seg::lean_available(dtype::f32, core::kind::sum, seg::lean_kernel::split, core::current_context());
+  d.split_lean = seg::lean_available(dtype::f32, core::kind::sum, seg::lean_kernel::split, core::current_context());
   d.columns_lean = seg::lean_available(dtype::f32, core::kind::sum, seg::lean_kernel::columns, core::current_context());
   if (rule.how == seg::strategy::columns && d.sm_count > 0) d.columns_blocks_per_sm = static_cast<int>(rule.resident) / d.sm_count;
   return d;

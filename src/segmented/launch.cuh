@@ -98,7 +98,7 @@ plan plan_of(const problem& p, bool exact, const seg_ctx& c) {
   const bool fits = forced != nullptr && (p.ragged() ? ragged_plan : !ragged_plan && row_plan == p.contiguous());
   device_limits lim = c.limits;
   lim.commutes = kCommutes<Op> && !core::binary_v<Op>;
-  lim.plain = !exact && p.contiguous() && lean_split_ok<T, Op>(c.dev->ordinal);
+  lim.split_lean = !exact && p.contiguous() && lean_split_ok<T, Op>(c.dev->ordinal);
   lim.columns_lean = !exact && !p.contiguous() && lean_columns_ok<T, Op>(c.dev->ordinal);
   const plan pl = fits ? *forced : make_plan(p, sizeof(T), sizeof(typename Op::acc_type), exact, lim);
   // A forced ragged plan must fit this call (plan.cpp, forced_plan_refusal).

@@ -227,7 +227,7 @@ void fill_split(plan& r, std::uint64_t segments, std::uint64_t length, std::uint
 // 32-bit indices (rows under 2^31, so that a block's next row, s + grid, never wraps).
 bool lean_split_fits(const problem& p, int elem_bytes, std::uint64_t per, int block, const device_limits& d) {
   const std::uint64_t eb = static_cast<std::uint64_t>(elem_bytes), vn = 16 / eb;
-  return d.plain && !p.binary() && per == 1 && block == kSplitBlockSmall && p.contiguous() && !p.ragged() &&
+  return d.split_lean && !p.binary() && per == 1 && block == kSplitBlockSmall && p.contiguous() && !p.ragged() &&
          p.aligned16 && p.length % vn == 0 && (p.outer_stride * eb) % 16 == 0 && p.outer < (std::uint64_t(1) << 31) &&
          p.length / vn < (std::uint64_t(1) << 31);
 }

@@ -133,11 +133,10 @@ struct device_limits {
   std::uint64_t partial_bytes = 4u << 20;  // the segmented partials buffer of a workspace
   unsigned max_tiles = 2048;     // per-segment counters in the workspace
   int columns_blocks_per_sm = 0;  // resident blocks of the op's columns kernel (0: max_threads_per_sm / kColumnsBlock)
-  bool plain = false;     // a plain one-input op (core::family::plain: sum, prod, min, max, float means, ...)
-                          // whose lean split kernel keeps its accumulators in registers (launch.cuh,
-                          // lean_split_ok): rows of whole aligned vectors may take that kernel
+  bool split_lean = false;  // the op's lean split kernel keeps everything in registers here (launch.cuh,
+                            // lean_split_ok): rows of whole aligned vectors may take it
   bool columns_lean = false;  // the op's lean columns kernel keeps everything in registers here (launch.cuh,
-                              // lean_ok): 16-byte column tiles take it
+                              // lean_columns_ok): 16-byte column tiles may take it
   bool commutes = false;  // the op's combine gives the same bits in either order: row tiles reduce-scatter
                           // their steps (four in flight, never eight: kernels/rowtile.cuh, rowtile_scatter)
 };

@@ -24,7 +24,6 @@
 
 namespace {
 
-using probe::fill;
 using probe::variant;
 
 __device__ __forceinline__ float4 add4(float4 a, float4 b) {
@@ -147,13 +146,8 @@ const kinfo kKernels[] = {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<int> shape;
-  for (int a = 1; a < argc; ++a) shape.push_back(std::atoi(argv[a]));
-  if (shape.empty()) shape = {12, 12, 16, 4, 12, 8, 8, 12};
-  if (shape.size() % 2 != 0) {
-    std::fprintf(stderr, "usage: tally_columns_probe [log2 rows log2 cols ...]\n");
-    return 2;
-  }
+  const std::vector<int> shape = probe::shape_pairs(argc, argv, {12, 12, 16, 4, 12, 8, 8, 12}, "tally_columns_probe [log2 rows log2 cols ...]");
+  if (shape.empty()) return 2;
   size_t nmax = 0, cmax = 0, smax = 0;
   for (size_t k = 0; k < shape.size(); k += 2) {
     if (shape[k] < 0 || shape[k + 1] < 4 || shape[k] + shape[k + 1] > 30 || shape[k + 1] > 24) {
@@ -164,17 +158,11 @@ int main(int argc, char** argv) {
     cmax = std::max(cmax, size_t(1) << shape[k + 1]);
     smax = std::max(smax, size_t(1) << std::max(shape[k], shape[k + 1]));
   }
-  cudaDeviceProp prop{};
-  CK(cudaGetDeviceProperties(&prop, 0));
-  const int sms = prop.multiProcessorCount;
-  std::printf("# %s, %d SMs, L2 %d MiB\n", prop.name, sms, prop.l2CacheSize >> 20);
-  float *d_in = nullptr, *d_out = nullptr, *d_ref = nullptr, *d_seg = nullptr;
+  const int sms = probe::describe_gpu();
+  float *d_in = probe::filled_input(nmax, sms), *d_out = nullptr, *d_ref = nullptr, *d_seg = nullptr;
   float4* d_part = nullptr;
   unsigned* d_ctr = nullptr;
   long long *d_begin = nullptr, *d_end = nullptr;
-  CK(cudaMalloc(&d_in, nmax * 4));
-  fill<<<sms * 8, 256>>>(d_in, nmax);
-  CK(cudaGetLastError());
   CK(cudaMalloc(&d_out, cmax * 4 + 64));
   CK(cudaMalloc(&d_ref, cmax * 4 + 64));
   CK(cudaMalloc(&d_seg, smax * 4 + 64));
@@ -224,12 +212,12 @@ int main(int argc, char** argv) {
       a.d_partials = reinterpret_cast<float*>(d_part);
       a.d_counters = d_ctr;
       using K = void (*)(tally::seg::seg_args<float, Op>);
+      // (Held to 3 or 2 blocks an SM the lean kernel took the same 64 registers and times within
+      // 0.3%: docs/data/columns-probe-tally-h200-1129-fixed.txt.)
       const K kernels[] = {tally::seg::seg_columns_lean_kernel<float, Op, 256>,
-                           tally::seg::seg_columns_lean_kernel<float, Op, 256, 3>,
-                           tally::seg::seg_columns_lean_kernel<float, Op, 256, 2>,
                            tally::seg::seg_columns_kernel<float, Op, 256>};
-      const char* names[] = {"lean", "lean 3/SM", "lean 2/SM", "columns kernel"};
-      for (int k = 0; k < 4; ++k) {
+      const char* names[] = {"lean", "columns kernel"};
+      for (int k = 0; k < 2; ++k) {
         const K kf = kernels[k];
         const bool pdl = true;
         cudaFuncAttributes at{};

@@ -52,6 +52,36 @@ __global__ void fill(float* d, size_t n) {
   }
 }
 
+// The (log2 rows, log2 cols) pairs on the command line, or `defaults`; empty (the usage printed)
+// where their count is odd.
+inline std::vector<int> shape_pairs(int argc, char** argv, std::vector<int> defaults, const char* usage) {
+  std::vector<int> shape;
+  for (int a = 1; a < argc; ++a) shape.push_back(std::atoi(argv[a]));
+  if (shape.empty()) shape = std::move(defaults);
+  if (shape.size() % 2 != 0) {
+    std::fprintf(stderr, "usage: %s\n", usage);
+    shape.clear();
+  }
+  return shape;
+}
+
+// The GPU's SM count (its name, SMs and L2 printed as the report's first line).
+inline int describe_gpu() {
+  cudaDeviceProp prop{};
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("# %s, %d SMs, L2 %d MiB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+  return prop.multiProcessorCount;
+}
+
+// n floats of fill() in a new device allocation.
+inline float* filled_input(size_t n, int sms) {
+  float* d = nullptr;
+  CK(cudaMalloc(&d, n * 4));
+  fill<<<sms * 8, 256>>>(d, n);
+  CK(cudaGetLastError());
+  return d;
+}
+
 struct variant {
   std::string name;
   std::function<void(cudaStream_t)> call;

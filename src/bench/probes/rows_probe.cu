@@ -19,7 +19,6 @@
 namespace {
 
 using probe::block_sum;
-using probe::fill;
 using probe::hsum;
 using probe::variant;
 
@@ -141,13 +140,8 @@ size_t smem_for_cap(K kf, int block, int cap) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<int> shape;
-  for (int a = 1; a < argc; ++a) shape.push_back(std::atoi(argv[a]));
-  if (shape.empty()) shape = {12, 12, 14, 12, 10, 14};
-  if (shape.size() % 2 != 0) {
-    std::fprintf(stderr, "usage: tally_rows_probe [log2 rows log2 cols ...]\n");
-    return 2;
-  }
+  const std::vector<int> shape = probe::shape_pairs(argc, argv, {12, 12, 14, 12, 10, 14}, "tally_rows_probe [log2 rows log2 cols ...]");
+  if (shape.empty()) return 2;
   size_t nmax = 0, rmax = 0;
   for (size_t k = 0; k < shape.size(); k += 2) {
     if (shape[k] < 0 || shape[k + 1] < 2 || shape[k] + shape[k + 1] > 31 || shape[k] > 24) {
@@ -157,16 +151,10 @@ int main(int argc, char** argv) {
     nmax = std::max(nmax, size_t(1) << (shape[k] + shape[k + 1]));
     rmax = std::max(rmax, size_t(1) << shape[k]);
   }
-  cudaDeviceProp prop{};
-  CK(cudaGetDeviceProperties(&prop, 0));
-  const int sms = prop.multiProcessorCount;
-  std::printf("# %s, %d SMs, L2 %d MiB\n", prop.name, sms, prop.l2CacheSize >> 20);
-  float *d_in = nullptr, *d_out = nullptr, *d_ref = nullptr, *d_part = nullptr;
+  const int sms = probe::describe_gpu();
+  float *d_in = probe::filled_input(nmax, sms), *d_out = nullptr, *d_ref = nullptr, *d_part = nullptr;
   unsigned* d_ctr = nullptr;
   long long *d_begin = nullptr, *d_end = nullptr;
-  CK(cudaMalloc(&d_in, nmax * 4));
-  fill<<<sms * 8, 256>>>(d_in, nmax);
-  CK(cudaGetLastError());
   CK(cudaMalloc(&d_out, rmax * 4 + 64));
   CK(cudaMalloc(&d_ref, rmax * 4 + 64));
   CK(cudaMalloc(&d_begin, rmax * 8));

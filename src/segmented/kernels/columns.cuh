@@ -370,8 +370,8 @@ __global__ void __launch_bounds__(BLOCK, 2) seg_columns_ring_kernel(seg_args<T, 
 // same combine (columns_tile_combine): the columns kernel's bits for the same plan. Ops whose
 // accumulators spill here keep the columns kernel (launch.cuh, lean_columns_ok).
 inline constexpr int kColumnsLeanBatch = 8;  // the last block's loads in flight (16 spilled f32 max)
-template <class T, class Op, int BLOCK, int MIN_BLOCKS = kColumnsLeanBlocksPerSm>
-__global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) seg_columns_lean_kernel(seg_args<T, Op> a) {
+template <class T, class Op, int BLOCK>
+__global__ void __launch_bounds__(BLOCK, kColumnsLeanBlocksPerSm) seg_columns_lean_kernel(seg_args<T, Op> a) {
   kernel_entry();
   using Acc = typename Op::acc_type;
   using V = vec16<T>;
