@@ -125,6 +125,20 @@ __global__ void offsets(long long* begin, long long* end, unsigned segs, long lo
   }
 }
 
+// tally's lean column kernel instantiated with a constant tile width of c vectors (nullptr: none).
+using lean_t = void (*)(tally::seg::seg_args<float, tally::core::op_sum<float>>);
+lean_t lean_constant(int c) {
+  using Op = tally::core::op_sum<float>;
+  switch (c) {
+    case 4: return tally::seg::seg_columns_lean_kernel<float, Op, 256, 4>;
+    case 8: return tally::seg::seg_columns_lean_kernel<float, Op, 256, 8>;
+    case 16: return tally::seg::seg_columns_lean_kernel<float, Op, 256, 16>;
+    case 32: return tally::seg::seg_columns_lean_kernel<float, Op, 256, 32>;
+    case 64: return tally::seg::seg_columns_lean_kernel<float, Op, 256, 64>;
+    default: return nullptr;
+  }
+}
+
 using kernel_t = void (*)(const float4*, unsigned, unsigned, unsigned, float4*, unsigned*, float4*);
 
 struct kinfo {
@@ -215,10 +229,14 @@ int main(int argc, char** argv) {
       // (Held to 3 or 2 blocks an SM the lean kernel took the same 64 registers and times within
       // 0.3%: docs/data/columns-probe-tally-h200-1129-fixed.txt.)
       const K kernels[] = {tally::seg::seg_columns_lean_kernel<float, Op, 256>,
-                           tally::seg::seg_columns_kernel<float, Op, 256>};
-      const char* names[] = {"lean", "columns kernel"};
-      for (int k = 0; k < 2; ++k) {
+                           tally::seg::seg_columns_kernel<float, Op, 256>, lean_constant(c)};
+      // The lean kernel with the tile's vectors a compile-time constant: what its run-time tile width
+      // still costs (2026-11-29, H200: 0.16-0.35 us a call at 2^20, after the combine's quotients
+      // became shifts and its loops unrolled; a microsecond before).
+      const char* names[] = {"lean", "columns kernel", "lean, tile width a constant,"};
+      for (int k = 0; k < 3; ++k) {
         const K kf = kernels[k];
+        if (kf == nullptr) continue;
         const bool pdl = true;
         cudaFuncAttributes at{};
         CK(cudaFuncGetAttributes(&at, kf));

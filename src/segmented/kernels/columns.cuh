@@ -41,6 +41,9 @@ __device__ __forceinline__ std::uint64_t div_u64(std::uint64_t a, std::uint64_t 
   return a / b;
 }
 
+// log2 of a power of two (vector_results' counts), at compile time.
+TALLY_HD constexpr int ilog2(int v) { return v <= 1 ? 0 : 1 + ilog2(v / 2); }
+
 // Shared-memory buffers of the in-block combine: one per result of a vector for 4-byte
 // accumulators and two to four results a vector (16-byte loads of 4- or 8-byte elements: every
 // result's partials land before one barrier), else two (a barrier per result: 2- and 1-byte
@@ -59,28 +62,58 @@ inline constexpr int kCombineBatch = 16;
 // tile) or left as the share's partial, and the tile's last block to arrive combines the shares'
 // partials in order. The same order in both kernels: their plans give the same bits. RING: the
 // ring kernel's batch of the last block's loads (8, not kCombineBatch; LB overrides it where > 0).
+//
+// CV (the tile's vectors) is a power of two, 1 to BLOCK (the plan's rule and forced_plan_refusal):
+// its quotients are shifts and masks, and the loops over the warp's shuffle steps and the warps'
+// partials run unrolled under a predicate (small accumulators), so a share's combine is not a
+// chain of divisions and one-step loops. Those cost the lean kernel about a microsecond a block
+// against the same combine with CV a constant (tally's columns_bisect probe, H200, 2026-11-29:
+// 2^16 x 16 columns at 2^20 4.34 against 3.15 us). The same steps in the same order: the same bits.
 template <class T, class Op, int BLOCK, int VN, bool RING, int NB, int LB = 0>
 __device__ __forceinline__ void columns_tile_combine(const seg_args<T, Op>& a, const typename Op::acc_type (&acc)[VN],
                                                      typename Op::acc_type (&tree)[NB][BLOCK], bool& last,
                                                      std::uint64_t tile, std::uint64_t slot, std::uint64_t o,
                                                      std::uint64_t cb, unsigned CV) {
   using Acc = typename Op::acc_type;
+  // Small accumulators take the unrolled, predicated loops (wide ones, e.g. the statistics' record,
+  // would hold every step's loads at once in registers the columns kernel does not have).
+  constexpr bool kUnrolled = sizeof(Acc) <= 8 && VN <= 4;
   const problem& p = a.p;
-  const std::uint64_t cols_per_tile = std::uint64_t(CV) * VN;
-  const unsigned cv = threadIdx.x % CV;
+  const unsigned lg = 31u - static_cast<unsigned>(__clz(CV));  // CV = 2^lg
+  const unsigned cpt = CV * VN;                                  // results a tile: at most 256 x 16
+  const std::uint64_t cols_per_tile = cpt;
+  const unsigned cv = threadIdx.x & (CV - 1);
   // Each of the VN results: the lanes along the axis combine in a fixed tree, first inside the
   // warp (lanes CV apart, where a warp spans several rows), then the warps' partials in order in
   // shared memory (one buffer per result and one barrier for all where NB >= VN, else two buffers
   // and one barrier per result). Partial j of vector cv sits at j * S + cv.
-  const unsigned S = CV < 32 ? 32u : CV, parts = BLOCK / S;
+  const unsigned S = CV < 32 ? 32u : CV, parts = CV < 32 ? BLOCK / 32 : BLOCK >> lg;
   __syncthreads();  // the previous tile's readers are done with tree
   // Result e's partial of this lane after the shuffles inside the warp; and what becomes of the
   // block's combined result e of vector t (the output, or the tile's partial).
   const auto warp_part = [&](int e) {
     Acc v = acc[e];
-    for (unsigned offset = 16; offset >= CV; offset >>= 1)
-      v = Op::combine(v, shfl_down_group(v, static_cast<int>(offset), 32));
+    if constexpr (kUnrolled) {
+#pragma unroll
+      for (unsigned offset = 16; offset >= 1; offset >>= 1)
+        if (offset >= CV) v = Op::combine(v, shfl_down_group(v, static_cast<int>(offset), 32));
+    } else {
+      for (unsigned offset = 16; offset >= CV; offset >>= 1)
+        v = Op::combine(v, shfl_down_group(v, static_cast<int>(offset), 32));
+    }
     return v;
+  };
+  // Partial t's warps 0, 1, ..., parts - 1 of a buffer, in order.
+  const auto over_warps = [&](const Acc* buf, unsigned t) {
+    Acc r = buf[t];
+    if constexpr (kUnrolled) {
+#pragma unroll
+      for (unsigned j = 1; j < BLOCK / 32; ++j)
+        if (j < parts) r = Op::combine(r, buf[j * S + t]);
+    } else {
+      for (unsigned j = 1; j < parts; ++j) r = Op::combine(r, buf[j * S + t]);
+    }
+    return r;
   };
   const auto emit = [&](const Acc& r, unsigned t, int e) {
     const std::uint64_t col = cb * cols_per_tile + std::uint64_t(t) * VN + e;
@@ -93,17 +126,23 @@ __device__ __forceinline__ void columns_tile_combine(const seg_args<T, Op>& a, c
     // Small accumulators: every result's warp partials before one barrier, then thread i of the
     // first CV x VN combines result e = i / CV of vector i % CV over the warps in order (the
     // same reads and order as the loop below, which pays a barrier and a serial read per result).
+    // (The VN results' shuffles a step at a time: VN independent chains in flight, not one after
+    // another.)
+    Acc v[VN];
 #pragma unroll
-    for (int e = 0; e < VN; ++e) {
-      const Acc v = warp_part(e);
-      if ((threadIdx.x & 31u) < CV) tree[e][threadIdx.x] = v;
-    }
+    for (int e = 0; e < VN; ++e) v[e] = acc[e];
+#pragma unroll
+    for (unsigned offset = 16; offset >= 1; offset >>= 1)
+      if (offset >= CV)
+#pragma unroll
+        for (int e = 0; e < VN; ++e) v[e] = Op::combine(v[e], shfl_down_group(v[e], static_cast<int>(offset), 32));
+#pragma unroll
+    for (int e = 0; e < VN; ++e)
+      if ((threadIdx.x & 31u) < CV) tree[e][threadIdx.x] = v[e];
     __syncthreads();
-    for (unsigned i = threadIdx.x; i < CV * VN; i += BLOCK) {
-      const unsigned e = i / CV, t = i % CV;
-      Acc r = tree[e][t];
-      for (unsigned j = 1; j < parts; ++j) r = Op::combine(r, tree[e][j * S + t]);
-      emit(r, t, static_cast<int>(e));
+    for (unsigned i = threadIdx.x; i < cpt; i += BLOCK) {
+      const unsigned e = i >> lg, t = i & (CV - 1);
+      emit(over_warps(tree[e], t), t, static_cast<int>(e));
     }
   } else {
 #pragma unroll 1
@@ -112,11 +151,7 @@ __device__ __forceinline__ void columns_tile_combine(const seg_args<T, Op>& a, c
       Acc* buf = tree[e & 1];
       if ((threadIdx.x & 31u) < CV) buf[threadIdx.x] = v;
       __syncthreads();
-      if (threadIdx.x < CV) {
-        Acc r = buf[threadIdx.x];
-        for (unsigned j = 1; j < parts; ++j) r = Op::combine(r, buf[j * S + threadIdx.x]);
-        emit(r, cv, e);
-      }
+      if (threadIdx.x < CV) emit(over_warps(buf, threadIdx.x), cv, e);
     }
   }
   if (a.per_seg == 1) return;
@@ -138,11 +173,13 @@ __device__ __forceinline__ void columns_tile_combine(const seg_args<T, Op>& a, c
     // every BLOCK-th column when the tile is wider than the block) and every R-th partial of it
     // from t / cols_per_tile, 8 or 16 loads in flight (below); the R shares of a column combine in
     // a fixed tree in shared memory.
-    const unsigned R = cols_per_tile >= BLOCK ? 1u : static_cast<unsigned>(BLOCK / cols_per_tile);
-    const unsigned q0 = threadIdx.x / (BLOCK / R > 0 ? static_cast<unsigned>(BLOCK / R) : 1u);
-    const std::uint64_t jt = R == 1 ? threadIdx.x : threadIdx.x % cols_per_tile;
-    const std::uint64_t jstep = R == 1 ? BLOCK : cols_per_tile;
-    for (std::uint64_t j = jt; j < cols_per_tile; j += jstep) {
+    // (cpt and BLOCK are powers of two: 32-bit quotients, exact.)
+    const unsigned lgc = lg + static_cast<unsigned>(ilog2(VN));  // cpt = 2^lgc
+    const unsigned R = cpt >= BLOCK ? 1u : BLOCK >> lgc;
+    const unsigned q0 = R == 1 ? 0u : threadIdx.x >> lgc;
+    const unsigned jt = R == 1 ? threadIdx.x : threadIdx.x & (cpt - 1);
+    const unsigned jstep = R == 1 ? BLOCK : cpt;
+    for (unsigned j = jt; j < cpt; j += jstep) {
       const Acc* pj = a.d_partials + tile * a.per_seg * cols_per_tile + j;
       // Shares q0, q0 + R, ... in order. 4-byte accumulators: 16 loads in flight (8 in the ring
       // kernel, whose sweep candidates may share tiles too; offsets below 16 x max(BLOCK,
@@ -214,7 +251,8 @@ __device__ __forceinline__ void columns_tile(const seg_args<T, Op>& a, std::uint
   using V = vec16<T>;
   constexpr bool kFastDiv = sizeof(Acc) == 4;
   const problem& p = a.p;
-  const unsigned CV = static_cast<unsigned>(a.col_vecs), lanes = BLOCK / CV;
+  const unsigned CV = static_cast<unsigned>(a.col_vecs);  // a power of two (columns_tile_combine)
+  const unsigned lg = 31u - static_cast<unsigned>(__clz(CV)), lanes = BLOCK >> lg;
   const std::uint64_t cols_per_tile = std::uint64_t(CV) * VN;
   // (kFastDiv ? the 32-bit quotients : the plain 64-bit expressions, as before.)
   const std::uint64_t col_tiles =
@@ -229,7 +267,7 @@ __device__ __forceinline__ void columns_tile(const seg_args<T, Op>& a, std::uint
   const std::uint64_t slot = tile * a.per_seg + c;
   const std::uint64_t o = kFastDiv ? div_u64(tile, col_tiles) : tile / col_tiles;
   const std::uint64_t cb = kFastDiv ? tile - o * col_tiles : tile % col_tiles;
-  const unsigned cv = threadIdx.x % CV, kl = threadIdx.x / CV;
+  const unsigned cv = threadIdx.x & (CV - 1), kl = threadIdx.x >> lg;
   const std::uint64_t col0 = cb * cols_per_tile + std::uint64_t(cv) * VN;
   const std::uint64_t chunk = kFastDiv ? div_u64(p.length + a.per_seg - 1, a.per_seg) : (p.length + a.per_seg - 1) / a.per_seg;
   const std::uint64_t kb = chunk * c, ke = kb + chunk < p.length ? kb + chunk : p.length;
@@ -370,7 +408,9 @@ __global__ void __launch_bounds__(BLOCK, 2) seg_columns_ring_kernel(seg_args<T, 
 // same combine (columns_tile_combine): the columns kernel's bits for the same plan. Ops whose
 // accumulators spill here keep the columns kernel (launch.cuh, lean_columns_ok).
 inline constexpr int kColumnsLeanBatch = 8;  // the last block's loads in flight (16 spilled f32 max)
-template <class T, class Op, int BLOCK>
+// CVC: the tile's vectors as a constant (tally_columns_probe's comparison; the library runs 0: the
+// plan's col_vecs, a power of two, its quotients shifts).
+template <class T, class Op, int BLOCK, unsigned CVC = 0>
 __global__ void __launch_bounds__(BLOCK, kColumnsLeanBlocksPerSm) seg_columns_lean_kernel(seg_args<T, Op> a) {
   kernel_entry();
   using Acc = typename Op::acc_type;
@@ -380,14 +420,16 @@ __global__ void __launch_bounds__(BLOCK, kColumnsLeanBlocksPerSm) seg_columns_le
   __shared__ Acc tree[NB][BLOCK];
   __shared__ bool last;
   const problem& p = a.p;
-  const unsigned CV = static_cast<unsigned>(a.col_vecs), lanes = BLOCK / CV, cols_per_tile = CV * VN;
+  const unsigned CV = CVC > 0 ? CVC : static_cast<unsigned>(a.col_vecs);
+  const unsigned lg = 31u - static_cast<unsigned>(__clz(CV)), lgc = lg + static_cast<unsigned>(ilog2(VN));
+  const unsigned lanes = BLOCK >> lg, cols_per_tile = CV * VN;
   const unsigned inner = static_cast<unsigned>(p.inner), len = static_cast<unsigned>(p.length), per = a.per_seg;
-  const unsigned col_tiles = (inner + cols_per_tile - 1) / cols_per_tile;
+  const unsigned col_tiles = (inner + cols_per_tile - 1) >> lgc;
   const unsigned tiles = static_cast<unsigned>(p.outer) * col_tiles;
   // Work item blockIdx.x: share c of tile blockIdx.x % tiles, as in columns_tile.
   const unsigned w = blockIdx.x, c = w / tiles, tile = w - c * tiles;
   const unsigned o = tile / col_tiles, cb = tile - o * col_tiles;
-  const unsigned cv = threadIdx.x % CV, kl = threadIdx.x / CV;
+  const unsigned cv = threadIdx.x & (CV - 1), kl = threadIdx.x >> lg;
   const unsigned col0 = cb * cols_per_tile + cv * VN;
   const unsigned chunk = (len + per - 1) / per, kb = chunk * c, ke = min(kb + chunk, len);
   Acc acc[VN];
