@@ -59,13 +59,20 @@ expect cpu_reduce(const std::vector<T>& x, const std::vector<std::uint64_t>& idx
   return r;
 }
 
+// (Every element type named: a fallback once read int16_t as i64.)
 template <class T>
 constexpr dtype dtype_of() {
   if constexpr (std::is_same_v<T, float>) return dtype::f32;
   else if constexpr (std::is_same_v<T, double>) return dtype::f64;
-  else if constexpr (std::is_same_v<T, std::int32_t>) return dtype::i32;
+  else if constexpr (std::is_same_v<T, std::int8_t>) return dtype::i8;
   else if constexpr (std::is_same_v<T, std::uint8_t>) return dtype::u8;
-  else return dtype::i64;
+  else if constexpr (std::is_same_v<T, std::int16_t>) return dtype::i16;
+  else if constexpr (std::is_same_v<T, std::uint16_t>) return dtype::u16;
+  else if constexpr (std::is_same_v<T, std::int32_t>) return dtype::i32;
+  else if constexpr (std::is_same_v<T, std::uint32_t>) return dtype::u32;
+  else if constexpr (std::is_same_v<T, std::int64_t>) return dtype::i64;
+  else if constexpr (std::is_same_v<T, std::uint64_t>) return dtype::u64;
+  else static_assert(sizeof(T) == 0, "dtype_of: an element type without a dtype");
 }
 
 // Checks the results of one call (count results at d_out) against the reference per result.
@@ -1378,7 +1385,7 @@ int lean_columns_same_bits(std::initializer_list<op> ops, double lo, double hi) 
                          shape{1, 517, 64 * vn, 66 * vn}, shape{1, 300, 10 * vn, 11 * vn}, shape{3, 500, 16 * vn, 16 * vn}}) {
     const std::uint64_t n = sh.outer * sh.rows * sh.ld, results = sh.outer * sh.cols;
     auto x = random_vector<T>(n, test_seed() + sh.rows + sh.cols, lo, hi);
-    if constexpr (DT == dtype::f16)  // binary16 bits of magnitude under 2 (exponent field at most 15): all finite
+    if constexpr (DT == dtype::f16 || DT == dtype::bf16)  // the exponent's top bit clear: magnitudes under 2, all finite
       for (T& v : x) v = static_cast<T>(v & 0xBFFFu);
     device_buffer d(x.size() * sizeof(T)), lean(results * 16), held(results * 16), few(results * 16);
     d.upload(x.data(), x.size() * sizeof(T));
@@ -1444,18 +1451,23 @@ TEST(SegmentedGpu, LeanColumnKernelKeepsTheBits) {
   compared += lean_columns_same_bits<std::int32_t>({op::sum, op::min, op::max}, -wide, wide);
   compared += lean_columns_same_bits<std::uint8_t>({op::sum, op::max}, 0, wide);
   compared += lean_columns_same_bits<std::int64_t>({op::sum, op::min}, -wide, wide);
-  compared += lean_columns_same_bits<std::uint16_t, dtype::f16>({op::sum, op::max}, 0, 65535);
+  compared += lean_columns_same_bits<std::uint16_t, dtype::f16>({op::sum, op::mean, op::max}, 0, 65535);
+  compared += lean_columns_same_bits<std::uint16_t, dtype::bf16>({op::sum, op::min}, 0, 65535);
+  compared += lean_columns_same_bits<std::int16_t>({op::sum, op::max}, -wide, wide);
   EXPECT_GT(compared, 0) << "no kind took the lean columns kernel on this GPU";
   // On sm_90 (nvcc 13.0, ptxas -v) these fit 64 registers with no local memory: the rule must take
-  // the lean kernel for them there (1- and 2-byte elements and 4-byte integer sums keep the
-  // columns kernel: docs/tuning.md, "Columns: a lean tile kernel at four blocks an SM").
+  // the lean kernel for them there (1-byte elements, 2-byte integers' sums and 4-byte integer sums
+  // keep the columns kernel: docs/tuning.md, "Columns: a lean tile kernel at four blocks an SM" and
+  // "Columns: the combine's quotients as shifts").
   int dev = 0, major = 0;
   ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
   ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), cudaSuccess);
   if (major == 9) {
     for (const auto& [t, k] : {std::pair{dtype::f32, core::kind::sum}, {dtype::f32, core::kind::max},
                                {dtype::f32, core::kind::mean}, {dtype::f64, core::kind::sum},
-                               {dtype::i64, core::kind::sum}, {dtype::i32, core::kind::max}})
+                               {dtype::i64, core::kind::sum}, {dtype::i32, core::kind::max},
+                               {dtype::f16, core::kind::sum}, {dtype::bf16, core::kind::sum},
+                               {dtype::f16, core::kind::max}, {dtype::i16, core::kind::max}})
       EXPECT_TRUE(seg::lean_available(t, k, seg::lean_kernel::columns, core::current_context()))
           << to_string(t) << " kind " << static_cast<int>(k);
   }

@@ -1,5 +1,7 @@
 // `tally bench segmented` (see segmented_bench.hpp).
 #include <cub/device/device_segmented_reduce.cuh>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 #include <thrust/iterator/counting_iterator.h>
@@ -81,6 +83,31 @@ std::string compare_first(const std::vector<call_fn>& calls, cudaStream_t stream
   return "ok";
 }
 
+// Offsets of `segs` back-to-back segments of `len` elements (k * len, k = 0 .. segs) into offs:
+// a matrix's rows as CUB's segments (or its columns, read as the rows of the transpose).
+void upload_even_offsets(dev_mem& offs, std::uint64_t segs, std::uint64_t len) {
+  std::vector<std::int64_t> h(segs + 1);
+  for (std::size_t k = 0; k < h.size(); ++k) h[k] = static_cast<std::int64_t>(k * len);
+  check(cudaMemcpy(offs.p, h.data(), h.size() * 8, cudaMemcpyHostToDevice), "offsets");
+}
+
+// 2-byte floats widened to float for CUB (tally accumulates them in f32 too).
+struct widen_f16 {
+  __device__ float operator()(__half h) const { return __half2float(h); }
+};
+struct widen_bf16 {
+  __device__ float operator()(__nv_bfloat16 h) const { return __bfloat162float(h); }
+};
+// CUB's sums of `segs` segments [begin[s], end[s]) of 2-byte floats H, each element widened to
+// float (the column sums of the transposed layout: the bytes tally reads, as CUB needs them).
+template <class H, class W>
+cudaError_t cub_half_segments(void* d_temp, std::size_t& bytes, const void* d_in, float* d_out, int segs,
+                              const std::int64_t* begin, const std::int64_t* end, cudaStream_t s) {
+  const auto in = thrust::make_transform_iterator(static_cast<const H*>(d_in), W{});
+  return cub::DeviceSegmentedReduce::Reduce(d_temp, bytes, in, d_out, segs, begin, end, ::cuda::std::plus<float>{},
+                                            0.0f, s);
+}
+
 // A plan in a table cell: the strategy, the lane group, the blocks per segment.
 // Column tiles add their width in vectors (c32; r: two rounds of loads in flight a lane; lean: the
 // lean kernel), thin plans their vectors per thread (m4), row
@@ -112,6 +139,17 @@ std::string plan_cell(const seg::plan& pl) {
               : "") +
          (pl.how == seg::strategy::ragged && pl.eager ? std::string(" e") : "") +
          (pl.how == seg::strategy::ragged && pl.span_mid ? std::string(" m") : "");
+}
+
+// A row's tally-against-CUB fields: the plan, both graph times, their ratio, tally's GB/s over
+// `bytes` and its share of the read ceiling.
+void fill_versus(json& r, const seg::plan& pl, const std::vector<timings>& tm, double bytes, double read_gbps) {
+  r["plan"] = plan_cell(pl);
+  r["tally_us"] = tm[0].graph_us;
+  r["cub_us"] = tm[1].graph_us;
+  r["ratio"] = tm[1].graph_us / tm[0].graph_us;
+  r["gbps"] = bytes / tm[0].graph_us / 1e3;
+  r["pct_ceiling"] = 100.0 * bytes / tm[0].graph_us / 1e3 / read_gbps;
 }
 
 // The plan rule's inputs for this GPU, as the library reads them, with the columns kernel's
@@ -185,11 +223,8 @@ report run_segmented_bench(const segmented_bench_options& opt) {
       for (int by_rows = 1; by_rows >= 0; --by_rows) {
         // CUB: rows as segments of a row-major matrix; columns as segments of its transpose
         // (the same bytes read, the layout CUB needs).
-        std::vector<std::int64_t> h((by_rows ? rows : cols) + 1);
-        const std::uint64_t seg_len = by_rows ? cols : rows;
-        for (std::size_t s = 0; s < h.size(); ++s) h[s] = static_cast<std::int64_t>(s * seg_len);
-        check(cudaMemcpy(offs.p, h.data(), h.size() * 8, cudaMemcpyHostToDevice), "offsets");
-        const int segs = static_cast<int>(h.size() - 1);
+        const int segs = static_cast<int>(by_rows ? rows : cols);
+        upload_even_offsets(offs, by_rows ? rows : cols, by_rows ? cols : rows);
         std::vector<call_fn> calls = {
             [&](cudaStream_t s, std::uint64_t) {
               if (by_rows) reduce_rows(x.p, rows, cols, cols, dtype::f32, op::sum, out.p, reinterpret_cast<stream_t>(s));
@@ -212,14 +247,9 @@ report run_segmented_bench(const segmented_bench_options& opt) {
         r["total"] = pow2(total);
         r["shape"] = pow2(rows) + " x " + pow2(cols);
         r["form"] = by_rows ? "rows" : "columns";
-        r["plan"] = plan_cell(pl);
-        r["tally_us"] = tm[0].graph_us;
-        r["cub_us"] = tm[1].graph_us;
+        fill_versus(r, pl, tm, double(total * 4), ceil.read_gbps);
         r["flat_us"] = tm[2].graph_us;
-        r["ratio"] = tm[1].graph_us / tm[0].graph_us;
         r["stream_ratio"] = tm[1].stream_us / tm[0].stream_us;
-        r["gbps"] = total * 4 / tm[0].graph_us / 1e3;
-        r["pct_ceiling"] = 100.0 * total * 4 / tm[0].graph_us / 1e3 / ceil.read_gbps;
         r["check"] = verdict;
         t.rows.push_back(r);
         if (opt.progress)
@@ -229,6 +259,60 @@ report run_segmented_bench(const segmented_bench_options& opt) {
     }
   }
   if (!opt.sweep_only) rep.tables.push_back(std::move(t));
+
+  // Columns of 2-byte floats (f16, bf16; f32 results, f32 accumulation): tally against CUB's
+  // segmented reduce of the transposed layout, each element widened to float.
+  table hc;
+  hc.title = "sum f16 / bf16 of columns (f32 results): tally vs CUB DeviceSegmentedReduce::Reduce of the transposed "
+             "layout, widened to float (" + dev.name + ")";
+  hc.columns = {{"total", "total", -1},     {"shape", "rows x cols", -1}, {"dtype", "dtype", -1},
+                {"plan", "tally plan", -1}, {"tally_us", "tally us", 2},  {"cub_us", "CUB us", 2},
+                {"ratio", "CUB/tally", 2},  {"gbps", "tally GB/s", 1},    {"pct_ceiling", "% ceiling", 1}};
+  {
+    dev_mem xh(nmax * 2);
+    for (const dtype ht : {dtype::f16, dtype::bf16}) {
+      if (table_totals.empty()) break;
+      fill_random(xh.p, nmax, ht, 9, -1.0, 1.0);
+      const auto cub_fn = ht == dtype::f16 ? &cub_half_segments<__half, widen_f16> : &cub_half_segments<__nv_bfloat16, widen_bf16>;
+      std::size_t htemp_bytes = 0;
+      check(cub_fn(nullptr, htemp_bytes, xh.p, out.as<float>(), int(max_segs), offs.as<std::int64_t>(),
+                   offs.as<std::int64_t>() + 1, stream),
+            "cub::DeviceSegmentedReduce::Reduce(f16 / bf16 temporary bytes)");
+      dev_mem htemp(std::max<std::size_t>(htemp_bytes, 16));
+      for (int lt : table_totals) {
+        const std::uint64_t total = std::uint64_t(1) << lt;
+        for (std::uint64_t cols : cols_list) {
+          if (cols > total) continue;
+          const std::uint64_t rows = total / cols;
+          upload_even_offsets(offs, cols, rows);
+          std::vector<call_fn> calls = {
+              [&](cudaStream_t s, std::uint64_t) {
+                reduce_columns(xh.p, rows, cols, cols, ht, op::sum, out.p, reinterpret_cast<stream_t>(s));
+              },
+              [&](cudaStream_t s, std::uint64_t) {
+                std::size_t tb = htemp_bytes;
+                check(cub_fn(htemp.p, tb, xh.p, out.as<float>() + region, int(cols), offs.as<std::int64_t>(),
+                             offs.as<std::int64_t>() + 1, s),
+                      "cub::DeviceSegmentedReduce::Reduce (f16 / bf16)");
+              }};
+          const auto tm = time_interleaved(calls, stream, 1, plan);
+          const seg::plan pl = seg::last_plan();
+          // (CUB's sums are of the transposed layout's rows: other numbers, no check here; the
+          // columns' results are the tests' business.)
+          json r;
+          r["total"] = pow2(total);
+          r["shape"] = pow2(rows) + " x " + pow2(cols);
+          r["dtype"] = std::string(to_string(ht));
+          fill_versus(r, pl, tm, double(total * 2), ceil.read_gbps);
+          hc.rows.push_back(r);
+          if (opt.progress)
+            opt.progress(std::string(to_string(ht)) + " columns " + pow2(rows) + " x " + pow2(cols) + ": tally " +
+                         std::to_string(tm[0].graph_us) + " us, CUB " + std::to_string(tm[1].graph_us) + " us");
+        }
+      }
+    }
+  }
+  if (!hc.rows.empty()) rep.tables.push_back(std::move(hc));
 
   // --sweep: every candidate plan against the rule's pick, interleaved in one timing: the column
   // shapes, then rows of 256 to 32768 elements (where lane groups give way to blocks).
@@ -423,12 +507,7 @@ report run_segmented_bench(const segmented_bench_options& opt) {
       json r;
       r["total"] = pow2(total);
       r["segments"] = pow2(segments);
-      r["plan"] = plan_cell(pl);
-      r["tally_us"] = tm[0].graph_us;
-      r["cub_us"] = tm[1].graph_us;
-      r["ratio"] = tm[1].graph_us / tm[0].graph_us;
-      r["gbps"] = total * 4 / tm[0].graph_us / 1e3;
-      r["pct_ceiling"] = 100.0 * total * 4 / tm[0].graph_us / 1e3 / ceil.read_gbps;
+      fill_versus(r, pl, tm, double(total * 4), ceil.read_gbps);
       g.rows.push_back(r);
       if (opt.progress) opt.progress("ragged " + pow2(total) + ", " + pow2(segments) + " segments");
     }
@@ -461,9 +540,7 @@ report run_segmented_bench(const segmented_bench_options& opt) {
                                std::uint64_t(1) << 20}) {
       if (cols > total) continue;
       const std::uint64_t rows = total / cols;
-      std::vector<std::int64_t> h(rows + 1);
-      for (std::size_t s = 0; s < h.size(); ++s) h[s] = static_cast<std::int64_t>(s * cols);
-      check(cudaMemcpy(offs.p, h.data(), h.size() * 8, cudaMemcpyHostToDevice), "offsets");
+      upload_even_offsets(offs, rows, cols);
       std::vector<call_fn> calls = {
           [&](cudaStream_t s, std::uint64_t) {
             dot_rows(x.p, y.p, rows, cols, cols, cols, dtype::f32, out.p, reinterpret_cast<stream_t>(s));
@@ -480,13 +557,8 @@ report run_segmented_bench(const segmented_bench_options& opt) {
       json r;
       r["total"] = pow2(total);
       r["shape"] = pow2(rows) + " x " + pow2(cols);
-      r["plan"] = plan_cell(pl);
-      r["tally_us"] = tm[0].graph_us;
-      r["cub_us"] = tm[1].graph_us;
-      r["ratio"] = tm[1].graph_us / tm[0].graph_us;
+      fill_versus(r, pl, tm, 2.0 * total * 4, ceil.read_gbps);
       r["stream_ratio"] = tm[1].stream_us / tm[0].stream_us;
-      r["gbps"] = 2.0 * total * 4 / tm[0].graph_us / 1e3;
-      r["pct_ceiling"] = 100.0 * 2 * total * 4 / tm[0].graph_us / 1e3 / ceil.read_gbps;
       r["check"] = verdict;
       dt.rows.push_back(r);
       if (opt.progress) opt.progress("dot rows " + pow2(rows) + " x " + pow2(cols));

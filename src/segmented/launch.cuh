@@ -71,12 +71,16 @@ bool lean_split_ok(int ordinal) {
                                                                            "cudaFuncGetAttributes (the lean split kernel)");
   }
 }
-// And the lean columns kernel: a plain op whose tile fits 64 registers a thread. Elements of 1 and
-// 2 bytes never do for sm_90 (16 results a vector spill 450-1150 bytes; 8 of 2 bytes take a
-// 32-byte stack frame): their kernels are not compiled at all (each costs build time in all 12
-// element types' objects).
+// And the lean columns kernel: a plain op whose tile fits 64 registers a thread. Compiled for
+// elements of 4 and 8 bytes, and of 2 bytes with accumulators of at most 4 bytes (f16 and bf16 in
+// f32; i16 and u16 min, max, bitwise and logical ops), which fit for sm_90 since the combine
+// stopped reading its results at a run-time index (a 32-byte stack frame before). 1-byte elements
+// (16 results a vector: 700-2900 bytes of spill) and 2-byte integers' sums and products (8-byte
+// accumulators: 800-900 bytes) never fit: their kernels are not compiled at all (each costs build
+// time in all 12 element types' objects).
 template <class T, class Op>
-inline constexpr bool kLeanColumns = kLeanOp<Op> && sizeof(T) >= 4;
+inline constexpr bool kLeanColumns =
+    kLeanOp<Op> && (sizeof(T) >= 4 || (sizeof(T) == 2 && sizeof(typename Op::acc_type) <= 4));
 template <class T, class Op>
 bool lean_columns_ok(int ordinal) {
   if constexpr (!kLeanColumns<T, Op>) {

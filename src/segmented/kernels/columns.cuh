@@ -92,7 +92,19 @@ __device__ __forceinline__ void columns_tile_combine(const seg_args<T, Op>& a, c
   // Result e's partial of this lane after the shuffles inside the warp; and what becomes of the
   // block's combined result e of vector t (the output, or the tile's partial).
   const auto warp_part = [&](int e) {
-    Acc v = acc[e];
+    // acc[e] by a chain of selects: e is a loop counter the loop below does not unroll, and an
+    // array read at a run-time index lives in local memory (a stack frame of 16-256 bytes in
+    // every kernel of this path: f16's eight results, the statistics' records, u8's sixteen;
+    // with it none, and the lean kernel fits 2-byte elements). The ring kernel, held to 128
+    // registers, keeps the array in memory (the selects' registers made it spill 44-48 bytes).
+    Acc v = acc[0];
+    if constexpr (RING) {
+      v = acc[e];
+    } else {
+#pragma unroll
+      for (int k = 1; k < VN; ++k)
+        if (k == e) v = acc[k];
+    }
     if constexpr (kUnrolled) {
 #pragma unroll
       for (unsigned offset = 16; offset >= 1; offset >>= 1)
