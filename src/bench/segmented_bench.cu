@@ -89,6 +89,8 @@ void upload_even_offsets(dev_mem& offs, std::uint64_t segs, std::uint64_t len) {
   std::vector<std::int64_t> h(segs + 1);
   for (std::size_t k = 0; k < h.size(); ++k) h[k] = static_cast<std::int64_t>(k * len);
   check(cudaMemcpy(offs.p, h.data(), h.size() * 8, cudaMemcpyHostToDevice), "offsets");
+  // (A copy from pageable memory may return before its DMA lands; the calls run on another stream.)
+  check(cudaDeviceSynchronize(), "offsets (synchronize)");
 }
 
 // 2-byte floats widened to float for CUB (tally accumulates them in f32 too).
@@ -268,11 +270,11 @@ report run_segmented_bench(const segmented_bench_options& opt) {
   hc.columns = {{"total", "total", -1},     {"shape", "rows x cols", -1}, {"dtype", "dtype", -1},
                 {"plan", "tally plan", -1}, {"tally_us", "tally us", 2},  {"cub_us", "CUB us", 2},
                 {"ratio", "CUB/tally", 2},  {"gbps", "tally GB/s", 1},    {"pct_ceiling", "% ceiling", 1}};
-  {
+  if (!table_totals.empty()) {
     dev_mem xh(nmax * 2);
     for (const dtype ht : {dtype::f16, dtype::bf16}) {
-      if (table_totals.empty()) break;
       fill_random(xh.p, nmax, ht, 9, -1.0, 1.0);
+      check(cudaDeviceSynchronize(), "fill (f16 / bf16)");
       const auto cub_fn = ht == dtype::f16 ? &cub_half_segments<__half, widen_f16> : &cub_half_segments<__nv_bfloat16, widen_bf16>;
       std::size_t htemp_bytes = 0;
       check(cub_fn(nullptr, htemp_bytes, xh.p, out.as<float>(), int(max_segs), offs.as<std::int64_t>(),

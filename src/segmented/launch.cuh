@@ -286,8 +286,8 @@ void launch(const void* d_in, const problem& p, bool, void* d_out, const seg_ctx
         if constexpr (kLeanColumns<T, Op>)
           return go(seg_columns_lean_kernel<T, Op, kColumnsBlock>, a, pl.blocks, kColumnsBlock, c,
                     "launching the segmented lean columns kernel");
-        throw error("tally: internal error: a lean column plan for an op outside the plain family or elements under "
-                    "4 bytes");
+        throw error("tally: internal error: a lean column plan for an op outside the plain family, 1-byte elements "
+                    "or 2-byte elements with accumulators over 4 bytes (no lean columns kernel is compiled for them)");
       }
       if (pl.col_ring) {  // forced_plan_refusal: 16-byte loads of 4-byte elements and accumulators only
         if constexpr (kColumnRing<T, Op>)
