@@ -16,10 +16,9 @@
 // replay of a batch, every variant in turn in each repetition.
 // Usage: tally_columns_probe [log2 rows log2 cols ...] (default 12 12 16 4 12 8 8 12).
 #include <cmath>
-#include <cub/device/device_reduce.cuh>
-#include <cub/device/device_segmented_reduce.cuh>
 
 #include "probe_common.cuh"
+#include "probe_cub.cuh"
 #include "segmented/kernels.cuh"  // tally's own column kernels, launched here on the same terms
 
 namespace {
@@ -118,13 +117,6 @@ __global__ void ref_kernel(const float* __restrict__ in, unsigned rows, unsigned
   out[j] = float(s);
 }
 
-__global__ void offsets(long long* begin, long long* end, unsigned segs, long long len) {
-  for (unsigned r = blockIdx.x * blockDim.x + threadIdx.x; r < segs; r += gridDim.x * blockDim.x) {
-    begin[r] = r * len;
-    end[r] = (r + 1) * len;
-  }
-}
-
 // tally's lean column kernel instantiated with a constant tile width of c vectors (nullptr: none).
 using lean_t = void (*)(tally::seg::seg_args<float, tally::core::op_sum<float>>);
 lean_t lean_constant(int c) {
@@ -194,24 +186,9 @@ int main(int argc, char** argv) {
     const unsigned rows = 1u << shape[k], cols = 1u << shape[k + 1], cvec = cols / 4;
     const size_t n = size_t(rows) * cols;
     // CUB: the same bytes as `cols` segments of `rows` (the transposed matrix's rows).
-    offsets<<<256, 256, 0, st>>>(d_begin, d_end, cols, static_cast<long long>(rows));
-    CK(cudaGetLastError());
-    void *d_tmp = nullptr, *d_tmp1 = nullptr;
-    size_t tmp_bytes = 0, tmp1_bytes = 0;
-    CK(cub::DeviceSegmentedReduce::Sum(d_tmp, tmp_bytes, d_in, d_seg, static_cast<long long>(cols), d_begin, d_end));
-    CK(cudaMalloc(&d_tmp, std::max<size_t>(tmp_bytes, 16)));
-    CK(cub::DeviceReduce::Sum(d_tmp1, tmp1_bytes, d_in, d_seg + smax, static_cast<long long>(n)));
-    CK(cudaMalloc(&d_tmp1, tmp1_bytes));
     std::vector<variant> vs;
-    vs.push_back({"CUB DeviceSegmentedReduce::Sum (transposed)", [=](cudaStream_t s) {
-                    size_t tb = tmp_bytes;
-                    CK(cub::DeviceSegmentedReduce::Sum(d_tmp, tb, d_in, d_seg, static_cast<long long>(cols), d_begin,
-                                                       d_end, s));
-                  }, false});
-    vs.push_back({"CUB DeviceReduce::Sum (all, 1-D)", [=](cudaStream_t s) {
-                    size_t tb = tmp1_bytes;
-                    CK(cub::DeviceReduce::Sum(d_tmp1, tb, d_in, d_seg + smax, static_cast<long long>(n), s));
-                  }, false});
+    const probe::cub_baselines cub(vs, "CUB DeviceSegmentedReduce::Sum (transposed)", false, d_in, cols,
+                                   static_cast<long long>(rows), d_begin, d_end, d_seg, d_seg + smax, st);
     // tally's kernels on tiles of c vectors shared by sh blocks (a block a share), with the
     // library's programmatic dependent launch (pdl) or without.
     const auto add_tally = [&](int c, unsigned sh, size_t blocks) {
@@ -309,7 +286,6 @@ int main(int argc, char** argv) {
     char title[96];
     std::snprintf(title, sizeof title, "2^%d x 2^%d f32 columns", shape[k], shape[k + 1]);
     probe::report(title, vs, err, n * 4, st, 62);
-    probe::free_all({d_tmp, d_tmp1});
   }
   probe::free_all({d_ctr, d_part, d_begin, d_end, d_seg, d_ref, d_out, d_in});
   CK(cudaStreamDestroy(st));

@@ -11,10 +11,9 @@
 // matrix, all in one process, graph replay of a batch, every variant in turn in each repetition.
 // Usage: tally_rows_probe [log2 rows log2 cols ...] (default 12 12 14 12 10 14).
 #include <cmath>
-#include <cub/device/device_reduce.cuh>
-#include <cub/device/device_segmented_reduce.cuh>
 
 #include "probe_common.cuh"
+#include "probe_cub.cuh"
 
 namespace {
 
@@ -108,13 +107,6 @@ __global__ void __launch_bounds__(B, MB)
   }
 }
 
-__global__ void offsets(long long* begin, long long* end, unsigned rows, long long cols) {
-  for (unsigned r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += gridDim.x * blockDim.x) {
-    begin[r] = r * cols;
-    end[r] = (r + 1) * cols;
-  }
-}
-
 using kernel_t = void (*)(const float4*, size_t, unsigned, float*);
 
 // Dynamic shared memory that leaves room for at most `cap` blocks of kf an SM (0: none).
@@ -169,24 +161,9 @@ int main(int argc, char** argv) {
   for (size_t k = 0; k < shape.size(); k += 2) {
     const unsigned rows = 1u << shape[k];
     const size_t cols = size_t(1) << shape[k + 1], n = size_t(rows) * cols, cvec = cols / 4;
-    offsets<<<256, 256, 0, st>>>(d_begin, d_end, rows, static_cast<long long>(cols));
-    CK(cudaGetLastError());
-    void *d_tmp = nullptr, *d_tmp1 = nullptr;
-    size_t tmp_bytes = 0, tmp1_bytes = 0;
-    CK(cub::DeviceSegmentedReduce::Sum(d_tmp, tmp_bytes, d_in, d_ref, static_cast<long long>(rows), d_begin, d_end));
-    CK(cudaMalloc(&d_tmp, std::max<size_t>(tmp_bytes, 16)));
-    CK(cub::DeviceReduce::Sum(d_tmp1, tmp1_bytes, d_in, d_out + rmax, static_cast<long long>(n)));
-    CK(cudaMalloc(&d_tmp1, tmp1_bytes));
     std::vector<variant> vs;
-    vs.push_back({"CUB DeviceSegmentedReduce::Sum", [=](cudaStream_t s) {
-                    size_t tb = tmp_bytes;
-                    CK(cub::DeviceSegmentedReduce::Sum(d_tmp, tb, d_in, d_ref, static_cast<long long>(rows), d_begin,
-                                                       d_end, s));
-                  }});
-    vs.push_back({"CUB DeviceReduce::Sum (all, 1-D)", [=](cudaStream_t s) {
-                    size_t tb = tmp1_bytes;
-                    CK(cub::DeviceReduce::Sum(d_tmp1, tb, d_in, d_out + rmax, static_cast<long long>(n), s));
-                  }, false});
+    const probe::cub_baselines cub(vs, "CUB DeviceSegmentedReduce::Sum", true, d_in, rows, static_cast<long long>(cols),
+                                   d_begin, d_end, d_ref, d_out + rmax, st);
     // grid: one block a row, or (resident) the blocks one wave holds.
     auto add = [&](const char* name, kernel_t kf, int block, bool resident, int cap = 0) {
       const size_t smem = smem_for_cap(kf, block, cap);
@@ -263,7 +240,6 @@ int main(int argc, char** argv) {
     char title[96];
     std::snprintf(title, sizeof title, "2^%d x 2^%d f32 rows", shape[k], shape[k + 1]);
     probe::report(title, vs, err, n * 4, st, 56);
-    probe::free_all({d_tmp, d_tmp1});
   }
   probe::free_all({d_ctr, d_part, d_begin, d_end, d_ref, d_out, d_in});
   CK(cudaStreamDestroy(st));
