@@ -183,7 +183,7 @@ if has segmented; then
   grep -c MISMATCH "$out/bench-segmented.md" 2>/dev/null | grep -qv '^0$' && { echo "segmented: MISMATCH" | tee -a "$out/summary.txt"; status=1; }
 fi
 if has ragged; then
-  # The ragged segments' check: their GPU tests, compute-sanitizer on the span, stripe and
+  # The ragged segments' check: their GPU tests, compute-sanitizer on the span, stripe, one-launch and
   # lane-group tests (small sizes; TALLY_RAGGED_SANITIZE_TOOLS, default "memcheck racecheck
   # synccheck", empty for none; each cut at TALLY_SANITIZE_TIMEOUT, default 300 s), the ragged
   # sweeps (both tails; TALLY_RAGGED_TOTALS, default 24,26,28) and the table against CUB
@@ -197,7 +197,7 @@ if has ragged; then
   for tool in ${TALLY_RAGGED_SANITIZE_TOOLS-memcheck racecheck synccheck}; do
     TALLY_TEST_SMALL=1 TALLY_UNDER_SANITIZER=1 timeout "${TALLY_SANITIZE_TIMEOUT:-300}" compute-sanitizer --tool "$tool" --error-exitcode 9 \
       "$bin/tally_tests" --gtest_brief=1 \
-      --gtest_filter='SegmentedGpu.RaggedSpans*:SegmentedGpu.RaggedStripes*:SegmentedGpu.Span*:SegmentedGpu.EveryRagged*:SegmentedGpu.Eager*' \
+      --gtest_filter='SegmentedGpu.RaggedSpans*:SegmentedGpu.RaggedStripes*:SegmentedGpu.RaggedOneLaunch*:SegmentedGpu.Span*:SegmentedGpu.EveryRagged*:SegmentedGpu.Eager*' \
       >"$out/ragged-sanitize-$tool.log" 2>&1 || status=1
     echo "$tool $(grep -E 'SUMMARY' "$out/ragged-sanitize-$tool.log" | tail -1)" | tee -a "$out/summary.txt"
   done

@@ -197,7 +197,7 @@ TEST(SegmentedPlanCpu, RaggedPieces) {
   EXPECT_EQ(seg::scratch_bytes(ragged(256, 1u << 20), pl, 4, 4), pl.chunks * 4);
   EXPECT_EQ(seg::make_plan(ragged(1, 1u << 24), 4, 4, false, h100()).chunk * 4, 32u << 10);
   EXPECT_EQ(seg::make_plan(ragged(1024, 1000), 4, 4, false, h100()).how, seg::strategy::pieces);
-  EXPECT_EQ(seg::make_plan(ragged(1025, 1u << 20), 4, 4, false, h100()).how, seg::strategy::ragged);
+  EXPECT_EQ(seg::make_plan(ragged(1025, 1u << 20), 4, 4, false, h100()).how, seg::strategy::once);
   EXPECT_EQ(seg::make_plan(ragged(256, 1u << 20), 4, 4, true, h100()).how, seg::strategy::exact_block);
   // Past 64 MiB of input, lane groups and chunks (their blocks read better there).
   EXPECT_EQ(seg::make_plan(ragged(16, 1u << 24), 4, 4, false, h100()).how, seg::strategy::pieces);
@@ -247,9 +247,11 @@ TEST(SegmentedPlanCpu, RaggedPieces) {
   EXPECT_EQ(seg::forced_plan_refusal(p256, tiny, 4, 64, h100()), "");
   EXPECT_EQ(seg::forced_plan_refusal(rows(4, 4), tiny, 4, 4, h100()), "");  // not ragged: nothing to check here
   // The sweep: the lane groups' candidates, spans and stripes (41, as for more segments), then
-  // pieces of 4 KiB to 256 KiB.
-  const auto rc = seg::ragged_candidates(ragged(256, 1u << 20), 4, 4, h100());
-  ASSERT_EQ(rc.size(), 41u + 7u);
+  // pieces of 4 KiB to 256 KiB, then one launch.
+  auto rc = seg::ragged_candidates(ragged(256, 1u << 20), 4, 4, h100());
+  ASSERT_EQ(rc.size(), 41u + 7u + 1u);
+  EXPECT_EQ(rc.back().how, seg::strategy::once);
+  rc.pop_back();
   for (std::size_t i = 0; i < rc.size(); ++i) {
     EXPECT_EQ(rc[i].how, i < 41 ? seg::strategy::ragged : seg::strategy::pieces) << i;
     if (i >= 41) {
@@ -257,6 +259,52 @@ TEST(SegmentedPlanCpu, RaggedPieces) {
       EXPECT_EQ(rc[i].chunks, ((1u << 20) + rc[i].chunk - 1) / rc[i].chunk + 256) << i;
     }
   }
+}
+
+// Ragged inputs of at most 8 MiB (and at most kTileMaxChunk elements), past pieces: one
+// cooperative launch over tiles of 4096 elements, a block a tile up to four blocks an SM, no
+// chunks (the chunk is 2^30 elements: no segment is long), the lane groups' lanes for offsets out
+// of order. Larger inputs keep the rule of stripes and lane groups; empty inputs, binary problems
+// and inputs past 2^30 elements never run in one launch.
+TEST(SegmentedPlanCpu, RaggedOneLaunch) {
+  const auto p = ragged(1u << 14, 1u << 20);
+  const seg::plan pl = seg::make_plan(p, 4, 4, false, h100());
+  EXPECT_EQ(pl.how, seg::strategy::once) << pl.why;
+  EXPECT_EQ(pl.tiles, (1u << 20) / static_cast<std::uint64_t>(seg::kTileElems));
+  EXPECT_EQ(pl.chunk, seg::kTileMaxChunk);
+  EXPECT_EQ(pl.chunks, 1u);
+  EXPECT_EQ(pl.blocks, 256u);  // a block a tile: under 132 x 4
+  EXPECT_EQ(pl.stripe, 0u);
+  EXPECT_EQ(pl.group, seg::ragged_groups_plan(p, 4, 4, h100()).group);
+  EXPECT_EQ(seg::scratch_bytes(p, pl, 4, 4), (1u + pl.tiles) * seg::ragged_chunk_bytes(4));
+  EXPECT_EQ(seg::forced_plan_refusal(p, pl, 4, 4, h100()), "");
+  EXPECT_NE(seg::forced_plan_refusal(ragged(1u << 14, 1u << 21), pl, 4, 4, h100()), "");  // another n
+  EXPECT_EQ(seg::make_plan(ragged(1u << 22, 1u << 23), 1, 8, false, h100()).blocks, 132u * 4u);  // u8: 2048 tiles
+  EXPECT_EQ(seg::make_plan(p, 4, 16, false, h100()).how, seg::strategy::once);            // argmax
+  EXPECT_EQ(seg::make_plan(ragged(1u << 14, 1u << 20), 8, 8, false, h100()).how, seg::strategy::once);  // 8 MiB
+  EXPECT_NE(seg::make_plan(ragged(1u << 14, 1u << 21), 8, 8, false, h100()).how, seg::strategy::once);
+  EXPECT_NE(seg::make_plan(ragged(1u << 14, (1u << 21) + 1), 4, 4, false, h100()).how, seg::strategy::once);
+  EXPECT_EQ(seg::make_plan(ragged(256, 1u << 20), 4, 4, false, h100()).how, seg::strategy::pieces);  // few: pieces
+  EXPECT_EQ(seg::make_plan(ragged(2000, 0), 4, 4, false, h100()).how, seg::strategy::ragged);  // nothing to tile
+  EXPECT_EQ(seg::make_plan(p, 4, 4, true, h100()).how, seg::strategy::exact_block);
+  // Refused when forced: without tiles, with stripes, spans or eager loads, or for an input
+  // longer than the chunk.
+  for (auto spoil : {+[](seg::plan& q) { q.tiles = 0; }, +[](seg::plan& q) { q.stripe = seg::kTileElems; },
+                     +[](seg::plan& q) { q.span = 4096; }, +[](seg::plan& q) { q.eager = true; },
+                     +[](seg::plan& q) { q.chunk = (1u << 20) - 1; }}) {
+    seg::plan bad = pl;
+    spoil(bad);
+    EXPECT_NE(seg::forced_plan_refusal(p, bad, 4, 4, h100()), "");
+  }
+  // Candidates: one launch last, where the input allows it.
+  const auto rc = seg::ragged_candidates(ragged(1u << 12, 1u << 24), 4, 4, h100());
+  EXPECT_EQ(rc.back().how, seg::strategy::once);
+  EXPECT_EQ(rc.back().tiles, (1u << 24) / static_cast<std::uint64_t>(seg::kTileElems));
+  seg::device_limits roomy = h100();
+  roomy.partial_bytes = std::uint64_t(64) << 20;  // tiles of 2^30 + 1 elements fit: the length refuses
+  const auto past = seg::ragged_candidates(ragged(1u << 12, (std::uint64_t(1) << 30) + 1), 4, 4, roomy);
+  EXPECT_TRUE(std::any_of(past.begin(), past.end(), [](const seg::plan& c) { return c.tiles > 0; }));
+  for (const auto& c : past) EXPECT_NE(c.how, seg::strategy::once);
 }
 
 // Ragged segments: groups from the mean length, warps past short_max, chunks of 16-64 KiB of
@@ -337,7 +385,7 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
     EXPECT_EQ(pl.group, lc.group) << lc.segments << " in " << lc.n;
     EXPECT_EQ(pl.chunk * static_cast<std::uint64_t>(lc.elem), lc.chunk_bytes) << lc.segments << " in " << lc.n;
   }
-  pl = seg::make_plan(ragged(2048, 1u << 20), 4, 4, false, h100());
+  pl = seg::ragged_groups_plan(ragged(2048, 1u << 20), 4, 4, h100());  // (the rule: one launch, below)
   EXPECT_EQ(pl.how, seg::strategy::ragged);
   EXPECT_EQ(pl.group, 32);  // mean 512: sixteen lanes, widened (2048 x 32 <= 135168)
   EXPECT_EQ(pl.unroll, 8);
@@ -352,9 +400,11 @@ TEST(SegmentedPlanCpu, RaggedChunksAndColumnTiles) {
   // then eager with four, the rule's with those chunks, then stripes for one wave of the stripe
   // kernel, for two, four, eight and sixteen (whole tiles, a warp each; one of each length: here
   // all are one tile). Eager lane groups only for elements of 4 or 8
-  // bytes.
-  const auto rc = seg::ragged_candidates(ragged(2048, 1u << 20), 4, 4, h100());
-  EXPECT_EQ(rc.size(), 5u + 12u + 9u + 4u + 6u + 4u + 1u);
+  // bytes. Last, one launch (RaggedOneLaunch).
+  auto rc = seg::ragged_candidates(ragged(2048, 1u << 20), 4, 4, h100());
+  ASSERT_EQ(rc.size(), 5u + 12u + 9u + 4u + 6u + 4u + 1u + 1u);
+  EXPECT_EQ(rc.back().how, seg::strategy::once);
+  rc.pop_back();
   for (std::size_t i = 0; i < rc.size(); ++i) {
     EXPECT_EQ(rc[i].tiles, i < 5 || i >= 40 ? (1u << 20) / static_cast<std::uint64_t>(seg::kTileElems) : 0u) << i;
     const bool span = i >= 17 && i < 26, mid = i >= 26 && i < 30;

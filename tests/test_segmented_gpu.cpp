@@ -244,6 +244,43 @@ struct forced_plan {
   forced_plan& operator=(const forced_plan&) = delete;
 };
 
+// The sweep's last ragged candidate of strategy `how` for these f32 sums (a default plan: none).
+seg::plan last_ragged_candidate(const std::int64_t* pb, const std::int64_t* pe, std::uint64_t segments, std::uint64_t n,
+                                seg::strategy how) {
+  seg::problem p;
+  p.outer = segments, p.n = n, p.d_begin = pb, p.d_end = pe;
+  seg::plan found;
+  for (const seg::plan& c : seg::ragged_candidates(p, 4, 4, this_gpu_limits()))
+    if (c.how == how) found = c;
+  return found;
+}
+
+// A call captured into a CUDA graph on a stream of its own (`ok`: capture and instantiation
+// worked); replay() launches the graph and waits for it. The stream's workspace goes with it.
+struct captured_call {
+  cudaStream_t st = nullptr;
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t ge = nullptr;
+  bool ok = false;
+  explicit captured_call(const std::function<void(stream_t)>& call) {
+    if (cudaStreamCreate(&st) != cudaSuccess || cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal) != cudaSuccess)
+      return;
+    call(reinterpret_cast<stream_t>(st));
+    ok = cudaStreamEndCapture(st, &g) == cudaSuccess && cudaGraphInstantiate(&ge, g, 0) == cudaSuccess;
+  }
+  bool replay() { return cudaGraphLaunch(ge, st) == cudaSuccess && cudaStreamSynchronize(st) == cudaSuccess; }
+  ~captured_call() {
+    if (ge != nullptr) cudaGraphExecDestroy(ge);
+    if (g != nullptr) cudaGraphDestroy(g);
+    if (st != nullptr) {
+      release_stream(reinterpret_cast<stream_t>(st));
+      cudaStreamDestroy(st);
+    }
+  }
+  captured_call(const captured_call&) = delete;
+  captured_call& operator=(const captured_call&) = delete;
+};
+
 // Ragged segments in order (the chunked path for long ones): a heavy tail of lengths up to many
 // chunks, empty segments, gaps between segments, segments ending or beginning on a chunk
 // boundary; every op of the suite against the reference, and the same bits twice.
@@ -888,6 +925,9 @@ int ragged_forced_case(const char* what, const std::vector<std::int64_t>& b, con
       EXPECT_TRUE(got.how == c.how && got.chunk == c.chunk && got.tiles == c.tiles && got.eager == c.eager &&
                   got.span == c.span && got.short_max == c.short_max && got.stripe == c.stripe)
           << what;
+      if (c.how == seg::strategy::once) {
+        EXPECT_NE(std::string(seg::last_kernel()).find("one-launch"), std::string::npos) << what << ": " << seg::last_kernel();
+      }
       if (c.how == seg::strategy::ragged) {
         const char* want = c.eager         ? "(eager)"
                            : c.stripe > 0 ? "stripe kernel"
@@ -916,12 +956,23 @@ int ragged_forced_case(const char* what, const std::vector<std::int64_t>& b, con
 // With `stripes`, the stripe candidates instead (one for each stripe length the sweep makes: one
 // at these sizes, where every per-warp share is a tile or less), each at its own stripe and at stripes of
 // one and of three tiles (every tile boundary a stripe's; tiles inside stripes); under the
-// sanitizer its own and one tile.
+// sanitizer its own and one tile. With `once`, the one-launch candidate (the same tiles in one
+// cooperative launch, the check and the fix-up in it).
+enum class tiles_mode { tiles, stripes, once };
 template <class T>
 void ragged_tiles_case(const char* what, const std::vector<std::int64_t>& b, const std::vector<std::int64_t>& e,
-                       std::uint64_t n, std::uint64_t shift, bool stripes) {
-  if (!stripes) {
-    ragged_forced_case<T>(what, b, e, n, shift, [](const seg::plan& c) { return c.tiles > 0 && c.stripe == 0; }, nullptr);
+                       std::uint64_t n, std::uint64_t shift, tiles_mode mode) {
+  if (mode == tiles_mode::tiles) {
+    ragged_forced_case<T>(what, b, e, n, shift,
+                          [](const seg::plan& c) { return c.how == seg::strategy::ragged && c.tiles > 0 && c.stripe == 0; },
+                          nullptr);
+    return;
+  }
+  if (mode == tiles_mode::once) {
+    EXPECT_EQ(ragged_forced_case<T>(what, b, e, n, shift, [](const seg::plan& c) { return c.how == seg::strategy::once; },
+                                    nullptr),
+              1)
+        << what;
     return;
   }
   const std::vector<std::uint64_t> sizes = small_only() ? std::vector<std::uint64_t>{0, 1} : std::vector<std::uint64_t>{0, 1, 3};
@@ -939,7 +990,7 @@ void ragged_tiles_case(const char* what, const std::vector<std::int64_t>& b, con
 }
 
 template <class T>
-void ragged_tiles_edges(bool stripes = false) {
+void ragged_tiles_edges(tiles_mode stripes = tiles_mode::tiles) {
   const std::int64_t W = seg::kTileElems;
   std::vector<std::int64_t> b, e;
   auto add = [&](std::int64_t lo, std::int64_t hi) { b.push_back(lo), e.push_back(hi); };
@@ -992,11 +1043,98 @@ void ragged_tiles_edges(bool stripes = false) {
   ragged_tiles_case<T>("out of order, the partition rewritten many times over", b, e, static_cast<std::uint64_t>(m), 0, stripes);
 }
 
+// The edges for f32, then (not under the sanitizer) f64, u8 and i64 (the stripes' branch-free fold
+// with an 8-byte integer accumulator).
+void ragged_tiles_edges_four_types(tiles_mode mode) {
+  ragged_tiles_edges<float>(mode);
+  if (small_only()) return;
+  ragged_tiles_edges<double>(mode);
+  ragged_tiles_edges<std::uint8_t>(mode);
+  ragged_tiles_edges<std::int64_t>(mode);
+}
+
 TEST(SegmentedGpu, RaggedTilesEdges) {
   TALLY_REQUIRE_GPU();
   ragged_tiles_edges<float>();
   ragged_tiles_edges<double>();
   ragged_tiles_edges<std::uint8_t>();
+}
+
+// The one-launch kernel (once.cuh) on the tile kernel's edges: every op of the suite against the
+// reference for f32, f64, u8 and i64 (offsets in order, out of order, a segment of 60 tiles that
+// phase 3 joins, empties at n, stale partition entries).
+TEST(SegmentedGpu, RaggedOneLaunchEdges) {
+  TALLY_REQUIRE_GPU();
+  ragged_tiles_edges_four_types(tiles_mode::once);
+}
+
+// The one-launch kernel's words (grid barriers, verdicts) are zero again after every call: twenty
+// calls in a row give the same bits, as do three replays of a captured call; bad offsets write
+// nothing (the sentinel stays), and the next call with good ones is right again.
+TEST(SegmentedGpu, RaggedOneLaunchRepeatsGraphsAndBadOffsets) {
+  TALLY_REQUIRE_GPU();
+  const std::uint64_t segments = small_only() ? 3000 : 20000;
+  std::mt19937_64 rng(test_seed() + 91);
+  std::vector<std::int64_t> b, e;
+  std::int64_t at = 0;
+  for (std::uint64_t s = 0; s < segments; ++s) {
+    const double u = std::uniform_real_distribution<double>(1e-4, 1.0)(rng);
+    const std::int64_t len = s % 7 == 0 ? 0 : static_cast<std::int64_t>(4.0 * std::pow(u, -1.0 / 1.2));  // Pareto
+    b.push_back(at), e.push_back(at + len);
+    at += len + (s % 11 == 3 ? 5 : 0);
+  }
+  const std::uint64_t n = static_cast<std::uint64_t>(at);
+  const auto xf = random_vector<float>(n, test_seed() + 92, -1, 1);
+  const auto xi = small_ints<float>(n, test_seed() + 93);
+  device_buffer df(n * 4), di(n * 4), db(segments * 8), de(segments * 8), bad_e(segments * 8);
+  df.upload(xf.data(), n * 4), di.upload(xi.data(), n * 4);
+  db.upload(b.data(), segments * 8), de.upload(e.data(), segments * 8);
+  std::vector<std::int64_t> e_bad = e;
+  e_bad[segments / 2] = static_cast<std::int64_t>(n) + 1;  // past n
+  bad_e.upload(e_bad.data(), segments * 8);
+  const auto* pb = static_cast<const std::int64_t*>(db.get());
+  const auto* pe = static_cast<const std::int64_t*>(de.get());
+  const seg::plan once = last_ragged_candidate(pb, pe, segments, n, seg::strategy::once);
+  ASSERT_EQ(once.how, seg::strategy::once);
+  const forced_plan f(once);
+  device_buffer first(segments * 4), again(segments * 4), graphed(segments * 4);
+  reduce_segments(df.get(), n, pb, pe, segments, dtype::f32, op::sum, first.get());
+  ASSERT_EQ(seg::last_plan().how, seg::strategy::once);
+  std::vector<float> h1(segments), h2(segments);
+  first.download(h1.data(), segments * 4);
+  for (int k = 0; k < 20; ++k) {
+    reduce_segments(df.get(), n, pb, pe, segments, dtype::f32, op::sum, again.get());
+    again.download(h2.data(), segments * 4);
+    ASSERT_EQ(std::memcmp(h1.data(), h2.data(), segments * 4), 0) << "call " << k << " (seed " << test_seed() << ")";
+  }
+  {
+    captured_call cap([&](stream_t st) {
+      reduce_segments(df.get(), n, pb, pe, segments, dtype::f32, op::sum, graphed.get(), st);
+    });
+    ASSERT_TRUE(cap.ok);
+    for (int k = 0; k < 3; ++k) {
+      ASSERT_EQ(cudaMemset(graphed.get(), 0, segments * 4), cudaSuccess);
+      ASSERT_TRUE(cap.replay());
+      graphed.download(h2.data(), segments * 4);
+      EXPECT_EQ(std::memcmp(h1.data(), h2.data(), segments * 4), 0) << "replay " << k;
+    }
+  }
+  // Bad offsets: nothing written; then good ones: right again (small integers: exact sums).
+  const std::vector<float> sentinel(segments, -7.0f);
+  device_buffer out(segments * 16);
+  out.upload(sentinel.data(), segments * 4);
+  reduce_segments(di.get(), n, pb, static_cast<const std::int64_t*>(bad_e.get()), segments, dtype::f32, op::sum, out.get());
+  std::vector<float> h3(segments);
+  out.download(h3.data(), segments * 4);
+  EXPECT_EQ(std::memcmp(h3.data(), sentinel.data(), segments * 4), 0) << "bad offsets wrote results";
+  for (op o : {op::sum, op::max, op::argmin}) {
+    reduce_segments(di.get(), n, pb, pe, segments, dtype::f32, o, out.get());
+    check_results("one launch after bad offsets", xi, segment_ranges(b, e), o, out);
+  }
+  // And the first call's bits again.
+  reduce_segments(df.get(), n, pb, pe, segments, dtype::f32, op::sum, again.get());
+  again.download(h2.data(), segments * 4);
+  EXPECT_EQ(std::memcmp(h1.data(), h2.data(), segments * 4), 0);
 }
 
 // Begin and end offsets of `count` segments in order: before segment s a gap of gap(s, rng)
@@ -1220,11 +1358,7 @@ TEST(SegmentedGpu, SpanMiddleSegmentsMatchTheWarp) {
 // any order of the exact sum.
 TEST(SegmentedGpu, RaggedStripesEdges) {
   TALLY_REQUIRE_GPU();
-  ragged_tiles_edges<float>(true);
-  if (small_only()) return;
-  ragged_tiles_edges<double>(true);
-  ragged_tiles_edges<std::uint8_t>(true);
-  ragged_tiles_edges<std::int64_t>(true);  // the branch-free fold with an 8-byte integer accumulator
+  ragged_tiles_edges_four_types(tiles_mode::stripes);
 }
 
 TEST(SegmentedGpu, RaggedStripesParetoLengths) {
@@ -1245,8 +1379,8 @@ TEST(SegmentedGpu, RaggedStripesParetoLengths) {
       });
   const std::uint64_t n = static_cast<std::uint64_t>(e.back());
   for (std::uint64_t shift : {std::uint64_t(0), std::uint64_t(1)}) {
-    ragged_tiles_case<float>("stripes, Pareto lengths", b, e, n, shift, true);
-    if (!small) ragged_tiles_case<std::int32_t>("stripes, Pareto lengths", b, e, n, shift, true);
+    ragged_tiles_case<float>("stripes, Pareto lengths", b, e, n, shift, tiles_mode::stripes);
+    if (!small) ragged_tiles_case<std::int32_t>("stripes, Pareto lengths", b, e, n, shift, tiles_mode::stripes);
   }
   // Random f32: the same bits twice; each sum within (len - 1) x 2^-24 x sum |x| of the exact one
   // (a bound for any order of additions).
@@ -1611,16 +1745,11 @@ TEST(SegmentedGpu, RaggedPiecesEdges) {
   reduce_segments(d.get(), fn, pb, pe, fs, dtype::f32, op::sum, o1.get());
   ASSERT_EQ(seg::last_plan().how, seg::strategy::pieces);
   reduce_segments(d.get(), fn, pb, pe, fs, dtype::f32, op::sum, o2.get());
-  cudaStream_t st;
-  ASSERT_EQ(cudaStreamCreate(&st), cudaSuccess);
-  cudaGraph_t g;
-  ASSERT_EQ(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal), cudaSuccess);
-  reduce_segments(d.get(), fn, pb, pe, fs, dtype::f32, op::sum, o3.get(), reinterpret_cast<stream_t>(st));
-  ASSERT_EQ(cudaStreamEndCapture(st, &g), cudaSuccess);
-  cudaGraphExec_t ge;
-  ASSERT_EQ(cudaGraphInstantiate(&ge, g, 0), cudaSuccess);
-  for (int k = 0; k < 3; ++k) ASSERT_EQ(cudaGraphLaunch(ge, st), cudaSuccess);
-  ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+  {
+    captured_call cap([&](stream_t st) { reduce_segments(d.get(), fn, pb, pe, fs, dtype::f32, op::sum, o3.get(), st); });
+    ASSERT_TRUE(cap.ok);
+    for (int k = 0; k < 3; ++k) ASSERT_TRUE(cap.replay());
+  }
   std::vector<float> h1(fs), h2(fs), h3(fs);
   o1.download(h1.data(), fs * 4), o2.download(h2.data(), fs * 4), o3.download(h3.data(), fs * 4);
   EXPECT_EQ(std::memcmp(h1.data(), h2.data(), fs * 4), 0);
@@ -1631,17 +1760,9 @@ TEST(SegmentedGpu, RaggedPiecesEdges) {
     const auto len = static_cast<std::uint64_t>(fe[s] - fb[s]);
     EXPECT_LE(std::fabs(h1[s] - static_cast<double>(want)), static_cast<double>(gamma_h(len + 1, 0x1p-24L) * abs)) << "segment " << s;
   }
-  cudaGraphExecDestroy(ge);
-  cudaGraphDestroy(g);
-  release_stream(reinterpret_cast<stream_t>(st));
-  cudaStreamDestroy(st);
 
   // A pieces plan forced onto more segments than pieces may take is refused before any launch.
-  seg::problem p;
-  p.outer = fs, p.n = fn, p.d_begin = pb, p.d_end = pe;
-  seg::plan forced;
-  for (const seg::plan& cand : seg::ragged_candidates(p, 4, 4, this_gpu_limits()))
-    if (cand.how == seg::strategy::pieces) forced = cand;
+  const seg::plan forced = last_ragged_candidate(pb, pe, fs, fn, seg::strategy::pieces);
   ASSERT_EQ(forced.how, seg::strategy::pieces);
   const std::uint64_t many = seg::kPiecesMaxSegments + 1;
   std::vector<std::int64_t> mb(many), me(many);
@@ -1671,16 +1792,11 @@ TEST(SegmentedGpu, DeterministicAndGraphCapturable) {
   d.upload(x.data(), x.size() * 4);
   reduce_rows(d.get(), rows, cols, cols, dtype::f32, op::sum, o1.get());
   reduce_rows(d.get(), rows, cols, cols, dtype::f32, op::sum, o2.get());
-  cudaStream_t s;
-  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
-  cudaGraph_t g;
-  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
-  reduce_rows(d.get(), rows, cols, cols, dtype::f32, op::sum, o3.get(), reinterpret_cast<stream_t>(s));
-  ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
-  cudaGraphExec_t ge;
-  ASSERT_EQ(cudaGraphInstantiate(&ge, g, 0), cudaSuccess);
-  for (int k = 0; k < 3; ++k) ASSERT_EQ(cudaGraphLaunch(ge, s), cudaSuccess);
-  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  {
+    captured_call cap([&](stream_t s) { reduce_rows(d.get(), rows, cols, cols, dtype::f32, op::sum, o3.get(), s); });
+    ASSERT_TRUE(cap.ok);
+    for (int k = 0; k < 3; ++k) ASSERT_TRUE(cap.replay());
+  }
   const auto a = results_to_values(o1.get(), rows, dtype::f32, op::sum);
   const auto b = results_to_values(o2.get(), rows, dtype::f32, op::sum);
   const auto c = results_to_values(o3.get(), rows, dtype::f32, op::sum);
@@ -1691,10 +1807,6 @@ TEST(SegmentedGpu, DeterministicAndGraphCapturable) {
     for (std::uint64_t k = 0; k < cols; ++k) want += x[r * cols + k], abs += std::fabs(x[r * cols + k]);
     EXPECT_LE(std::fabs(a[r].as_double() - static_cast<double>(want)), static_cast<double>(gamma_h(cols, 0x1p-24L) * abs));
   }
-  cudaGraphExecDestroy(ge);
-  cudaGraphDestroy(g);
-  release_stream(reinterpret_cast<stream_t>(s));
-  cudaStreamDestroy(s);
 }
 
 }  // namespace

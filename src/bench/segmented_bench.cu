@@ -117,7 +117,7 @@ cudaError_t cub_half_segments(void* d_temp, std::size_t& bytes, const void* d_in
 // ragged plans their lanes per segment (g)
 // or the tile kernel (tiles) or spans (span: the window in KiB, w, and a lane's longest segment in
 // elements, l; m: the warp folds middle segments from the windows), and the chunk in KiB of f32 (k); pieces their size in KiB of f32 (k);
-// stripes the stripe in Ki elements (s).
+// stripes the stripe in Ki elements (s); the one-launch kernel is `once`.
 std::string plan_cell(const seg::plan& pl) {
   return std::string(seg::to_string(pl.how)) + (pl.how == seg::strategy::group ? " g" + std::to_string(pl.group) : "") +
          (pl.how == seg::strategy::columns ? " c" + std::to_string(pl.col_vecs) : "") +

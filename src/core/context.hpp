@@ -73,7 +73,8 @@ struct workspace {
   unsigned int* d_counter = nullptr;   // zero between calls
   long long* d_exact = nullptr;        // the exact mode's global accumulator, zero between calls
   unsigned int* d_chunk_next = nullptr; // the dynamic schedules' next chunk, zero between calls
-  unsigned long long* d_seg_status = nullptr;  // segmented: the ragged offsets' check word
+  unsigned long long* d_seg_status = nullptr;  // segmented: the ragged offsets' check words (64 bytes:
+                                               // the check's, the one-launch kernel's)
   unsigned int* d_seg_counters = nullptr;      // segmented: kSegCounters counters, zero between calls
   void* d_seg_scratch = nullptr;               // segmented: partials, kSegScratchBytes, made on first use
   void* h_result = nullptr;            // 64 bytes of pinned host memory: the blocking calls' result,

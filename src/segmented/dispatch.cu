@@ -6,117 +6,23 @@
 
 #include "core/device.cuh"
 #include "core/half.hpp"
+#include "kernels/check.cuh"
 #include "segmented.hpp"
 
 namespace tally::seg {
-
-// The partition's entries for tiles k with k * tile in (bp, b], where the segment before is
-// [bp, ep) (none: bp = ep = 0) and the next begins at b: the first segment at or after the tile,
-// s, or -1 where the tile lies inside that segment and it is long, or inside the gap [ep, b).
-// Every lane of the warp calls it (count 0: nothing to write); long runs are written by the
-// whole warp. The block's writes are counted first (one shared-memory atomic a warp), and not
-// made past the partition's size: in order, the segments make one write a tile in all; out of
-// order (the tile kernel then reads none) they could write every tile many times over. A global
-// count (one word for the grid, an atomic for each lane with writes) took 78 of the check's 112
-// us at 2^28 elements in 2^22 segments (H200, ncu, 2026-11-26): 65536 atomics on one word.
-__device__ void write_partition(const tile_partition& t, unsigned long long* block_count, std::int64_t bp,
-                                std::int64_t ep, std::int64_t b, std::int64_t s, unsigned lane) {
-  const std::int64_t tile = static_cast<std::int64_t>(t.tile), tiles = static_cast<std::int64_t>(t.tiles);
-  const std::int64_t k_lo = bp < 0 ? 0 : bp / tile + 1;
-  std::int64_t k_hi = b < 0 ? -1 : b / tile;  // b < 0: nothing (a lane past the segments)
-  if (k_hi > tiles - 1) k_hi = tiles - 1;
-  std::int64_t count = k_hi >= k_lo ? k_hi - k_lo + 1 : 0;
-  if (__ballot_sync(0xffffffffu, count > 0) != 0) {
-    unsigned long long upto = static_cast<unsigned long long>(count);  // this lane's and the lanes' below
-#pragma unroll
-    for (int d = 1; d < 32; d *= 2) {
-      const unsigned long long below = __shfl_up_sync(0xffffffffu, upto, d);
-      if (static_cast<int>(lane) >= d) upto += below;
-    }
-    unsigned long long base = 0;
-    if (lane == 31) base = atomicAdd(block_count, upto);
-    base = __shfl_sync(0xffffffffu, base, 31);
-    const unsigned long long before = base + upto - static_cast<unsigned long long>(count);
-    if (before + static_cast<unsigned long long>(count) > t.tiles) count = 0;  // out of order
-  }
-  // The last tile is never left out: it also holds the empty segments at n.
-  auto entry = [tile, tiles, &t](std::int64_t k, std::int64_t bp, std::int64_t ep, std::int64_t b, std::int64_t s) {
-    const std::int64_t lo = k * tile, hi = lo + tile;
-    const bool long_prev = ep - bp > static_cast<std::int64_t>(t.chunk);
-    const bool inside = k != tiles - 1 && ((long_prev && lo >= bp && hi <= ep) || (lo >= ep && hi <= b));
-    return inside ? std::int64_t(-1) : s;
-  };
-  constexpr std::int64_t kAlone = 8;  // runs up to this long: the lane alone
-  for (std::int64_t k = 0; k < count && count <= kAlone; ++k) t.d_first[k_lo + k] = entry(k_lo + k, bp, ep, b, s);
-  unsigned longer = __ballot_sync(0xffffffffu, count > kAlone);
-  while (longer != 0) {
-    const int src = __ffs(longer) - 1;
-    longer &= longer - 1;
-    const std::int64_t lk = __shfl_sync(0xffffffffu, k_lo, src), lc = __shfl_sync(0xffffffffu, count, src);
-    const std::int64_t lbp = __shfl_sync(0xffffffffu, bp, src), lep = __shfl_sync(0xffffffffu, ep, src);
-    const std::int64_t lb = __shfl_sync(0xffffffffu, b, src), ls = __shfl_sync(0xffffffffu, s, src);
-    for (std::int64_t k = lk + lane; k < lk + lc; k += 32) t.d_first[k] = entry(k, lbp, lep, lb, ls);
-  }
-}
 
 __global__ void seg_validate_kernel(const std::int64_t* d_begin, const std::int64_t* d_end, std::uint64_t segments,
                                     std::uint64_t n, unsigned long long* d_status, tile_partition part) {
   core::pdl_wait();
   core::pdl_launch_dependents();
-  const std::uint64_t stride = std::uint64_t(gridDim.x) * blockDim.x;  // a multiple of 32
-  const unsigned lane = threadIdx.x & 31u;
-  const std::int64_t nn = static_cast<std::int64_t>(n);
-  auto clamp = [nn](std::int64_t v) { return v < 0 ? std::int64_t(0) : v > nn ? nn : v; };
-  bool sorted = true;
   __shared__ unsigned long long block_writes;  // the partition's writes of this block
   if (threadIdx.x == 0) block_writes = 0;
   __syncthreads();
-  if (part.d_first == nullptr) {
-    // No partition: four segments a thread in flight at a time (one load each waited for in turn
-    // took 35 us at 2^22 segments on the H100 under ncu, 2026-11-27).
-    constexpr int kU = 4;
-    for (std::uint64_t s0 = std::uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; s0 < segments; s0 += kU * stride) {
-      std::int64_t b[kU], e[kU], nx[kU];
-#pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        const std::uint64_t s = s0 + u * stride;
-        b[u] = 0, e[u] = 0, nx[u] = INT64_MAX;
-        if (s < segments) {
-          b[u] = d_begin[s], e[u] = d_end[s];
-          if (s + 1 < segments) nx[u] = d_begin[s + 1];
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        const std::uint64_t s = s0 + u * stride;
-        if (s >= segments) continue;
-        if (b[u] < 0 || b[u] > e[u] || static_cast<std::uint64_t>(e[u]) > n) atomicMin(d_status, static_cast<unsigned long long>(s));
-        if (e[u] > nx[u]) sorted = false;
-      }
-    }
-  }
-  // Warp-uniform trips (the partition's writes are the warp's).
-  for (std::uint64_t s = std::uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; part.d_first != nullptr && s - lane < segments;
-       s += stride) {
-    const bool valid = s < segments;
-    std::int64_t b = 0, e = 0;
-    if (valid) {
-      b = d_begin[s], e = d_end[s];
-      if (b < 0 || b > e || static_cast<std::uint64_t>(e) > n) atomicMin(d_status, static_cast<unsigned long long>(s));
-      if (s + 1 < segments && e > d_begin[s + 1]) sorted = false;
-    }
-    if (part.d_first != nullptr) {
-      // Out of order or bad offsets may write wrong entries, clamped inside the partition; the
-      // tile kernel reads none of them then.
-      const std::int64_t bp = valid && s > 0 ? clamp(d_begin[s - 1]) : -1;
-      const std::int64_t ep = valid && s > 0 ? clamp(d_end[s - 1]) : 0;
-      write_partition(part, &block_writes, bp, bp < 0 ? 0 : ep, valid ? clamp(b) : -1, static_cast<std::int64_t>(s), lane);
-      // After the last begin: the tiles up to the end, the last segment before them.
-      const bool last = s + 1 == segments;
-      write_partition(part, &block_writes, last ? clamp(b) : 0, last ? clamp(e) : 0, last ? nn + static_cast<std::int64_t>(part.tile) : -1,
-                      static_cast<std::int64_t>(segments), lane);
-    }
-  }
+  bool sorted = true;
+  const std::uint64_t bad =
+      check_segments_share(d_begin, d_end, segments, n, part, &block_writes, std::uint64_t(blockIdx.x) * blockDim.x + threadIdx.x,
+                           std::uint64_t(gridDim.x) * blockDim.x, sorted);
+  if (bad != UINT64_MAX) atomicMin(d_status, static_cast<unsigned long long>(bad));
   // Word 1: whether the segments are in order and apart (end[s] <= begin[s + 1]); overlapping or
   // unordered segments are valid too, and run without the chunked path for long ones.
   if (__syncthreads_or(!sorted) && threadIdx.x == 0) d_status[1] = 0;

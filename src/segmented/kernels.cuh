@@ -2,7 +2,8 @@
 // contiguous segments, a block or several per segment), thin and columns (inner > 1: a thread per
 // vector of results, or tiles with lanes along the axis), ragged spans (a warp's window of shared
 // memory), ragged chunks and fix-up, ragged pieces (few segments, one launch), ragged tiles (a
-// sweep candidate), ragged stripes (a warp a stripe), exact_block. Every op is a
+// sweep candidate), ragged stripes (a warp a stripe), ragged segments in one cooperative launch
+// (the check, tiles and fix-up: once), exact_block. Every op is a
 // core op struct (src/core/ops.cuh): the same identity, transform, fold, combine and finalize
 // as the 1-D reduce, so each segment's result follows the same rules (NaN, ties, modes).
 //
@@ -10,7 +11,7 @@
 //
 // One file a kernel family, in kernels/: common (arguments, workspace, cp.async, the warps'
 // segmented scan), groups, rowtile, split (and exact_block), columns (thin and tiles), spans,
-// chunks (and the fix-up), pieces, tiles, stripes.
+// chunks (and the fix-up), pieces, tiles, stripes, check (the offset check's body), once.
 #pragma once
 
 #include "kernels/common.cuh"
@@ -23,3 +24,4 @@
 #include "kernels/pieces.cuh"
 #include "kernels/tiles.cuh"
 #include "kernels/stripes.cuh"
+#include "kernels/once.cuh"

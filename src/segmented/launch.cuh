@@ -23,14 +23,16 @@ seg_args<T, Op> make_args(const void* d_in, const problem& p, const plan& pl, vo
           static_cast<typename Op::acc_type*>(
               core::segmented_scratch(*c.ws, scratch_bytes(p, pl, sizeof(T), sizeof(typename Op::acc_type)))),
           c.ws->d_seg_counters, c.d_status, pl.short_max, pl.chunk, pl.chunks, pl.tiles, pl.span, pl.span_segs, pl.span_mid,
-          pl.stripe, pl.stripe > 0 ? (p.n + pl.stripe - 1) / pl.stripe : 0};
+          pl.stripe, pl.stripe > 0 ? (p.n + pl.stripe - 1) / pl.stripe : 0,
+          p.ragged() ? reinterpret_cast<unsigned int*>(c.ws->d_seg_status + kOnceStatusWord) : nullptr};
 }
 
 // Ragged problems: the offset check (and, for tile plans, each tile's first segment) ahead of the
-// plan's launches; the kernels read its words first. Pieces check the offsets themselves.
+// plan's launches; the kernels read its words first. Pieces and the one-launch kernel check the
+// offsets themselves.
 template <class T, class Op>
 void check_offsets(const problem& p, const plan& pl, const seg_args<T, Op>& a, const seg_ctx& c) {
-  if (!p.ragged() || pl.how == strategy::pieces) return;
+  if (!p.ragged() || pl.how == strategy::pieces || pl.how == strategy::once) return;
   tile_partition part;
   if (pl.how == strategy::ragged && pl.tiles > 0 && pl.stripe == 0) {  // stripes find their own first segment
     const ragged_ws<typename Op::acc_type> w(a.d_partials, pl.chunks, pl.tiles);
@@ -98,7 +100,8 @@ plan plan_of(const problem& p, bool exact, const seg_ctx& c) {
   const plan* forced = exact ? nullptr : forced_plan();
   const bool row_plan = forced != nullptr && (forced->how == strategy::group || forced->how == strategy::split ||
                                               forced->how == strategy::rowtile);
-  const bool ragged_plan = forced != nullptr && (forced->how == strategy::ragged || forced->how == strategy::pieces);
+  const bool ragged_plan = forced != nullptr && (forced->how == strategy::ragged || forced->how == strategy::pieces ||
+                                                 forced->how == strategy::once);
   const bool fits = forced != nullptr && (p.ragged() ? ragged_plan : !ragged_plan && row_plan == p.contiguous());
   device_limits lim = c.limits;
   lim.commutes = kCommutes<Op> && !core::binary_v<Op>;
@@ -237,6 +240,35 @@ void launch_stripes(const seg_args<T, Op>& a, const seg_ctx& c, const char* what
      kFixupBlock, c, "launching the segmented fix-up kernel (stripes)");
 }
 
+// The one-launch ragged kernel of a plan: a cooperative launch (every block resident, which its
+// grid barriers need) of at most the blocks an SM holds of it (asked once per device) and a block
+// a tile. Not a dependent launch: it starts once the stream's earlier work is done.
+template <class T, class Op>
+void launch_once(const plan& pl, const seg_args<T, Op>& a, const seg_ctx& c) {
+  constexpr auto kernel = seg_once_kernel<T, Op, kTileBlock>;
+  static std::atomic<int> per_sm[64];
+  int per = per_sm[c.dev->ordinal & 63].load(std::memory_order_relaxed);
+  if (per == 0) {
+    core::check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kernel, kTileBlock, 0),
+                     "cudaOccupancyMaxActiveBlocksPerMultiprocessor(one-launch ragged kernel)");
+    if (per < 1) throw error("tally: the one-launch ragged kernel fits no SM of this device");
+    per_sm[c.dev->ordinal & 63].store(per, std::memory_order_relaxed);
+  }
+  if (pl.tiles == 0 || pl.tiles > 0x7fffffffull) throw error("tally: internal error: one-launch ragged tiles out of range");
+  const std::uint64_t wave = std::uint64_t(std::max(1, c.limits.sm_count)) * static_cast<std::uint64_t>(per);
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(std::min<std::uint64_t>({pl.tiles, wave, pl.blocks})));
+  cfg.blockDim = dim3(kTileBlock);
+  cfg.stream = c.stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeCooperative;
+  attr[0].val.cooperative = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  record_kernel("launching the segmented one-launch kernel (cooperative)");
+  core::check_cuda(cudaLaunchKernelEx(&cfg, kernel, a), "launching the segmented one-launch kernel (cooperative)");
+}
+
 // The plans of contiguous rows (unary or binary ops): row tiles, lane groups or split blocks.
 // False for any other plan.
 template <class T, class Op>
@@ -344,6 +376,7 @@ void launch(const void* d_in, const problem& p, bool, void* d_out, const seg_ctx
     case strategy::pieces:
       return go_resident<seg_pieces_kernel<T, Op, kPiecesBlock>>(a, pl.blocks, kPiecesBlock, c,
                                                                   "launching the segmented pieces kernel");
+    case strategy::once: return launch_once(pl, a, c);
     default:
       throw error("tally: internal error: segmented plan " + std::string(to_string(pl.how)) + " for a non-exact op");
   }

@@ -68,6 +68,8 @@ constexpr std::uint64_t kSpanBatchesPerWarp = 4;
 constexpr std::uint64_t kSpanRuleWindow = std::uint64_t(16) << 10, kSpanRuleLaneBytes = std::uint64_t(1) << 10;
 // Ragged stripes in the rule: segments of a mean of at most this many elements.
 constexpr std::uint64_t kStripeRuleMaxMean = 4096;
+// Ragged inputs of at most this many bytes run in one launch (fill_once) where pieces do not.
+constexpr std::uint64_t kOnceRuleMaxInputBytes = std::uint64_t(8) << 20;
 // Rows of at most this many 16-byte vectors (a power of two) run as row tiles.
 constexpr std::uint64_t kRowTileVectors = 16;
 // Ragged chunks: about eight per resident block of the chunk kernel, 16 KiB to 64 KiB of input
@@ -324,6 +326,23 @@ bool fill_stripes(plan& r, const problem& p, int g, std::uint64_t per, int elem_
   return true;
 }
 
+// Ragged segments in one launch: the tiles of fill_ragged with a chunk of kTileMaxChunk elements
+// (no segment of an input of at most that many is long: no chunks), every phase in one
+// cooperative grid of at most `per_sm` blocks an SM and a block a tile (the launcher holds it to
+// the blocks an SM really holds). Offsets out of order: g lanes a segment. False where the tiles
+// do not fit, or the input is empty or longer than a chunk.
+bool fill_once(plan& r, const problem& p, int g, int elem_bytes, int acc_bytes, std::uint64_t sms, const device_limits& d) {
+  fill_ragged(r, p, g, kTileMaxChunk * static_cast<std::uint64_t>(elem_bytes), 4, true, elem_bytes, acc_bytes, sms, d);
+  if (r.tiles == 0 || p.n == 0 || p.n > r.chunk) return false;
+  r.how = strategy::once;
+  r.blocks = static_cast<unsigned>(std::min<std::uint64_t>(r.tiles, sms * kOnceBlocksPerSm));
+  r.why = "one launch: the offset check, " + std::to_string(r.tiles) + " tiles of " + std::to_string(kTileElems) +
+          " elements (mean segment " + std::to_string(p.outer ? p.n / p.outer : 0) +
+          "), the crossing segments' fix-up, joined by grid barriers; offsets out of order: " + std::to_string(g) +
+          " lane(s) per segment";
+  return true;
+}
+
 // Ragged pieces: segments cut into pieces of chunk_bytes of input from their starts, a block per
 // piece; the piece grows where the workspace would not hold a partial per piece.
 void fill_pieces(plan& r, const problem& p, std::uint64_t chunk_bytes, int elem_bytes, int acc_bytes,
@@ -433,6 +452,7 @@ const char* to_string(strategy s) {
     case strategy::pieces: return "pieces";
     case strategy::exact_block: return "exact_block";
     case strategy::exact_launches: return "exact_launches";
+    case strategy::once: return "once";
   }
   return "?";
 }
@@ -440,7 +460,8 @@ const char* to_string(strategy s) {
 std::uint64_t scratch_bytes(const problem& p, const plan& pl, int elem_bytes, int acc_bytes) {
   const std::uint64_t acc = static_cast<std::uint64_t>(acc_bytes);
   switch (pl.how) {
-    case strategy::ragged: return (pl.chunks + pl.tiles) * ragged_chunk_bytes(acc_bytes);
+    case strategy::ragged:
+    case strategy::once: return (pl.chunks + pl.tiles) * ragged_chunk_bytes(acc_bytes);
     case strategy::pieces: return pl.chunks * acc;
     case strategy::split: return pl.per_seg > 1 ? p.outer * pl.per_seg * acc : 0;
     case strategy::columns: {
@@ -569,6 +590,11 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
       return r;
     }
     const plan groups = ragged_groups_plan(p, elem_bytes, acc_bytes, d);
+    // Inputs of at most kOnceRuleMaxInputBytes: one launch (the check, the tiles, their fix-up).
+    if (p.n * static_cast<std::uint64_t>(elem_bytes) <= kOnceRuleMaxInputBytes) {
+      plan once;
+      if (fill_once(once, p, groups.group, elem_bytes, acc_bytes, sms, d)) return once;
+    }
     // Stripes (a warp a stripe, four stripes a resident warp: segments of any length in one pass)
     // where segments are short on average (a mean of at most kStripeRuleMaxMean elements) and the
     // input gives at least half the stripe kernel's resident warps a tile; 4-byte elements with
@@ -748,6 +774,9 @@ std::string forced_plan_refusal(const problem& p, const plan& pl, int elem_bytes
       return "a forced pieces plan made for another input size, segment count or op";
     return "";
   }
+  if (pl.how == strategy::once && (pl.tiles == 0 || n == 0 || n > pl.chunk || pl.stripe > 0 || pl.span > 0 || pl.eager))
+    return "a forced one-launch plan without tiles, for an empty input or one longer than its chunk, or with "
+           "stripes, spans or eager loads";
   const std::uint64_t tile = static_cast<std::uint64_t>(kTileElems);
   const std::uint64_t want_tiles = pl.tiles > 0 ? std::max<std::uint64_t>(1, ceil_div(n, tile)) : 0;
   const std::uint64_t want_chunks = pl.chunk > 0 ? std::max<std::uint64_t>(1, ceil_div(n, pl.chunk)) : 0;
@@ -840,6 +869,9 @@ std::vector<plan> ragged_candidates(const problem& p, int elem_bytes, int acc_by
       for (const plan& q : out) seen = seen || (q.how == strategy::pieces && q.chunk == r.chunk);
       if (!seen) out.push_back(r);
     }
+  // One launch (inputs of at most kTileMaxChunk elements).
+  plan once;
+  if (fill_once(once, p, rule.group, elem_bytes, acc_bytes, sms, d)) out.push_back(once);
   return out;
 }
 

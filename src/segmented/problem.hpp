@@ -69,10 +69,17 @@ struct problem {
 //             piece) and numbers them in segment order; a block per piece (blocks take every
 //             grid-th piece), and the block finishing a segment's last piece combines its
 //             partials in order. `chunks` bounds the pieces: ceil(n / chunk) + segments.
+//   once:     ragged segments of an input of at most kTileMaxChunk elements, any number of them:
+//             one cooperative launch (every block resident) in three phases joined by grid
+//             barriers: the offset check and the tiles' partition (every thread a share of the
+//             segments), the tiles of kTileElems (the tile kernel's body, `tiles` of them; offsets
+//             out of order: the lane groups' body, `group` lanes a segment), and a warp a tile
+//             joining the partials of the segments that cross tiles. `chunk` is the input's length
+//             or more (no segment is long), `chunks` 1; `blocks` at most the resident grid.
 // Binary problems (dot of matching rows) run as rowtile, group, split, exact_block or exact_launches.
 //   exact_block / exact_launches: exact sums (inner == 1): a block per segment with the block's
 //             exact accumulator, or, for a few long segments, the 1-D exact reduce per segment.
-enum class strategy : int { group, rowtile, split, columns, thin, ragged, pieces, exact_block, exact_launches };
+enum class strategy : int { group, rowtile, split, columns, thin, ragged, pieces, exact_block, exact_launches, once };
 const char* to_string(strategy s);
 
 inline constexpr int kSplitBlock = 512;       // threads per block of the split and exact kernels
@@ -161,6 +168,9 @@ inline constexpr std::uint64_t kTileMaxSegments = (std::uint64_t(1) << 31) - 1;
 // and their positions relative to the tile, in 32 bits: a short segment (at most a chunk) enters
 // a tile from at most this far before it.
 inline constexpr std::uint64_t kTileMaxChunk = std::uint64_t(1) << 30;
+// The one-launch ragged kernel (once.cuh): the tile kernel's blocks, at most this many an SM (its
+// launch bounds for accumulators of at most 8 bytes), all resident at once (a cooperative launch).
+inline constexpr std::uint64_t kOnceBlocksPerSm = 4;
 // Ragged spans (the span kernel, offsets in order): blocks of kSpanBlock threads; a warp's window of
 // shared memory is 512 bytes (a 16-byte vector a lane) to kSpanMaxBytes, a power of two; a warp
 // takes 1 to 32 segments at a time (a power of two: span_segs).

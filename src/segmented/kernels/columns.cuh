@@ -2,6 +2,8 @@
 // along the axis, a ring of loads in flight).
 #pragma once
 
+#include <type_traits>
+
 #include "groups.cuh"
 
 namespace tally::seg {
@@ -483,6 +485,27 @@ __global__ void __launch_bounds__(BLOCK, kColumnsLeanBlocksPerSm) seg_columns_le
                                                                        std::uint64_t(tile) * per + c, o, cb, CV);
 }
 
+// A thread's N adjacent results at dst: whole 16-byte stores where they are 16 bytes or a multiple
+// and dst is 16-byte aligned (a warp's stores then cover its results once, where N single stores
+// would each touch every sector of them), else one store a result. The same values either way.
+template <class Out, int N>
+__device__ __forceinline__ void store_adjacent(Out* dst, const Out (&r)[N]) {
+  constexpr int kBytes = N * static_cast<int>(sizeof(Out));
+  if constexpr (kBytes % 16 == 0 && std::is_trivially_copyable_v<Out>) {
+    if ((reinterpret_cast<std::uintptr_t>(dst) & 15u) == 0) {
+#pragma unroll
+      for (int q = 0; q < kBytes / 16; ++q) {
+        uint4 w;
+        __builtin_memcpy(&w, reinterpret_cast<const unsigned char*>(r) + 16 * q, 16);
+        reinterpret_cast<uint4*>(dst)[q] = w;
+      }
+      return;
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < N; ++e) dst[e] = r[e];
+}
+
 // Thin columns: a thread per vector of VN adjacent results (M vectors at once, a grid's width
 // apart), down the whole axis in order with kThinLoads loads in flight (rows k .. k + 8 / M - 1
 // of each of its M vectors); each result is the op's fold over k = 0, 1, ... Item i is vector
@@ -540,11 +563,15 @@ __global__ void __launch_bounds__(BLOCK) seg_thin_kernel(seg_args<T, Op> a) {
       for (int m = 0; m < M; ++m)
         if (ok[m]) fold(m, v[m], k);
     }
+    using Out = typename Op::out_type;
 #pragma unroll
     for (int m = 0; m < M; ++m)
-      if (ok[m])
+      if (ok[m]) {
+        Out r[VN];
 #pragma unroll
-        for (int e = 0; e < VN; ++e) a.d_out[out[m] + e] = core::finalize_with<Op>(acc[m][e], p.length, a.d_in);
+        for (int e = 0; e < VN; ++e) r[e] = core::finalize_with<Op>(acc[m][e], p.length, a.d_in);
+        store_adjacent(a.d_out + out[m], r);
+      }
   }
 }
 

@@ -12,6 +12,10 @@ namespace tally::seg {
 using core::vec16;
 
 inline constexpr unsigned long long kStatusOk = ~0ull;  // ragged offsets all valid
+// The status area's words (core::workspace::d_seg_status, 64 bytes): 0 and 1 the offset check's
+// (set by a memset before each check), from this one the one-launch kernel's (once.cuh: four
+// 32-bit words, zero between calls).
+inline constexpr int kOnceStatusWord = 2;
 
 // Every segmented kernel starts here: wait for the previous launch's writes (offset check, chunk
 // marks) under programmatic dependent launch, and let the next launch start launching.
@@ -40,6 +44,7 @@ struct seg_args {
   int span_segs;                             // and segments a warp takes at a time (1-32)
   bool span_mid;                             // and the warp folds its middle segments from the window
   std::uint64_t stripe, stripes;             // ragged stripes: a warp's elements and the count (0: none)
+  unsigned int* d_once;                      // ragged, one launch: its words (once.cuh), zero between calls
 };
 
 // Ragged: the second status word says whether the segments are in order (end[s] <= begin[s+1]);

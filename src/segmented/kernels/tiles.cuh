@@ -183,21 +183,18 @@ __device__ __forceinline__ void tile_body(const seg_args<T, Op>& a, const ragged
 template <class Op>
 inline constexpr int kTileMinBlocks = sizeof(typename Op::acc_type) <= 8 ? 4 : 1;
 
+// Block b's tiles b, b + grid, ...: their partition entries read BLOCK at a time (past L1: the
+// one-launch kernel writes them in the same launch), tile_body on each that has a segment; a tile
+// without one leaves no partial. The marks must be clean on entry.
 template <class T, class Op, int BLOCK>
-__global__ void __launch_bounds__(BLOCK, kTileMinBlocks<Op>) seg_tile_kernel(seg_args<T, Op> a) {
-  // The partition is whole where the offsets are in order (one write a tile then).
-  if (!ragged_in_order<T, Op, BLOCK>(a)) return;
-  using Acc = typename Op::acc_type;
-  __shared__ tile_smem<T, Op, BLOCK> sm;
-  static_assert(BLOCK >= tile_smem<T, Op, BLOCK>::kWords, "at most a word of each mark map a thread");
-  const ragged_ws<Acc> ws(a.d_partials, a.chunks, a.tiles);
-  if (threadIdx.x < tile_smem<T, Op, BLOCK>::kWords) sm.bmap[threadIdx.x] = 0, sm.gmap[threadIdx.x] = 0;
+__device__ __forceinline__ void tiles_of_block(const seg_args<T, Op>& a, const ragged_ws<typename Op::acc_type>& ws,
+                                               tile_smem<T, Op, BLOCK>& sm) {
   const std::uint64_t G = gridDim.x;
   for (std::uint64_t i0 = 0; i0 * G + blockIdx.x < a.tiles; i0 += BLOCK) {  // block-uniform
     const std::uint64_t kt = (i0 + threadIdx.x) * G + blockIdx.x;
     std::int64_t f = -1;
     if (kt < a.tiles) {
-      f = ws.first[kt];
+      f = __ldcg(ws.first + kt);
       if (f < 0) ws.tail_seg[kt] = -1;  // nothing here: no partial leaves it
     }
     sm.first[threadIdx.x] = f;
@@ -210,6 +207,16 @@ __global__ void __launch_bounds__(BLOCK, kTileMinBlocks<Op>) seg_tile_kernel(seg
     }
     __syncthreads();  // the entries are read
   }
+}
+
+template <class T, class Op, int BLOCK>
+__global__ void __launch_bounds__(BLOCK, kTileMinBlocks<Op>) seg_tile_kernel(seg_args<T, Op> a) {
+  // The partition is whole where the offsets are in order (one write a tile then).
+  if (!ragged_in_order<T, Op, BLOCK>(a)) return;
+  __shared__ tile_smem<T, Op, BLOCK> sm;
+  static_assert(BLOCK >= tile_smem<T, Op, BLOCK>::kWords, "at most a word of each mark map a thread");
+  if (threadIdx.x < tile_smem<T, Op, BLOCK>::kWords) sm.bmap[threadIdx.x] = 0, sm.gmap[threadIdx.x] = 0;
+  tiles_of_block<T, Op, BLOCK>(a, ragged_ws<typename Op::acc_type>(a.d_partials, a.chunks, a.tiles), sm);
 }
 
 }  // namespace tally::seg
