@@ -261,7 +261,8 @@ TEST(SegmentedPlanCpu, RaggedPieces) {
   }
 }
 
-// Ragged inputs of at most 8 MiB (and at most kTileMaxChunk elements), past pieces: one
+// Ragged inputs of at most 8 MiB (and at most kTileMaxChunk elements) with at most 256 segments a
+// tile on average, past pieces: one
 // cooperative launch over tiles of 4096 elements, a block a tile up to four blocks an SM, no
 // chunks (the chunk is 2^30 elements: no segment is long), the lane groups' lanes for offsets out
 // of order. Larger inputs keep the rule of stripes and lane groups; empty inputs, binary problems
@@ -279,7 +280,12 @@ TEST(SegmentedPlanCpu, RaggedOneLaunch) {
   EXPECT_EQ(seg::scratch_bytes(p, pl, 4, 4), (1u + pl.tiles) * seg::ragged_chunk_bytes(4));
   EXPECT_EQ(seg::forced_plan_refusal(p, pl, 4, 4, h100()), "");
   EXPECT_NE(seg::forced_plan_refusal(ragged(1u << 14, 1u << 21), pl, 4, 4, h100()), "");  // another n
-  EXPECT_EQ(seg::make_plan(ragged(1u << 22, 1u << 23), 1, 8, false, h100()).blocks, 132u * 4u);  // u8: 2048 tiles
+  EXPECT_EQ(seg::make_plan(ragged(1u << 19, 1u << 23), 1, 8, false, h100()).blocks, 132u * 4u);  // u8: 2048 tiles
+  // At most 256 segments a tile on average: 2^16 segments in 2^20 elements (256 tiles) run in one
+  // launch, 2^16 + 1 do not, nor 2^24 empty ones over one tile.
+  EXPECT_EQ(seg::make_plan(ragged(1u << 16, 1u << 20), 4, 4, false, h100()).how, seg::strategy::once);
+  EXPECT_NE(seg::make_plan(ragged((1u << 16) + 1, 1u << 20), 4, 4, false, h100()).how, seg::strategy::once);
+  EXPECT_NE(seg::make_plan(ragged(1u << 24, 4096), 4, 4, false, h100()).how, seg::strategy::once);
   EXPECT_EQ(seg::make_plan(p, 4, 16, false, h100()).how, seg::strategy::once);            // argmax
   EXPECT_EQ(seg::make_plan(ragged(1u << 14, 1u << 20), 8, 8, false, h100()).how, seg::strategy::once);  // 8 MiB
   EXPECT_NE(seg::make_plan(ragged(1u << 14, 1u << 21), 8, 8, false, h100()).how, seg::strategy::once);
@@ -287,9 +293,10 @@ TEST(SegmentedPlanCpu, RaggedOneLaunch) {
   EXPECT_EQ(seg::make_plan(ragged(256, 1u << 20), 4, 4, false, h100()).how, seg::strategy::pieces);  // few: pieces
   EXPECT_EQ(seg::make_plan(ragged(2000, 0), 4, 4, false, h100()).how, seg::strategy::ragged);  // nothing to tile
   EXPECT_EQ(seg::make_plan(p, 4, 4, true, h100()).how, seg::strategy::exact_block);
-  // Refused when forced: without tiles, with stripes, spans or eager loads, or for an input
-  // longer than the chunk.
-  for (auto spoil : {+[](seg::plan& q) { q.tiles = 0; }, +[](seg::plan& q) { q.stripe = seg::kTileElems; },
+  // Refused when forced: without tiles or blocks, with stripes, spans or eager loads, or for an
+  // input longer than the chunk.
+  for (auto spoil : {+[](seg::plan& q) { q.tiles = 0; }, +[](seg::plan& q) { q.blocks = 0; },
+                     +[](seg::plan& q) { q.stripe = seg::kTileElems; },
                      +[](seg::plan& q) { q.span = 4096; }, +[](seg::plan& q) { q.eager = true; },
                      +[](seg::plan& q) { q.chunk = (1u << 20) - 1; }}) {
     seg::plan bad = pl;

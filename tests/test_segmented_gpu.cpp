@@ -265,7 +265,13 @@ struct captured_call {
   explicit captured_call(const std::function<void(stream_t)>& call) {
     if (cudaStreamCreate(&st) != cudaSuccess || cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal) != cudaSuccess)
       return;
-    call(reinterpret_cast<stream_t>(st));
+    try {
+      call(reinterpret_cast<stream_t>(st));
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "the captured call threw: " << e.what();
+      cudaStreamEndCapture(st, &g);  // ends the capture (a later test must not find it open)
+      return;
+    }
     ok = cudaStreamEndCapture(st, &g) == cudaSuccess && cudaGraphInstantiate(&ge, g, 0) == cudaSuccess;
   }
   bool replay() { return cudaGraphLaunch(ge, st) == cudaSuccess && cudaStreamSynchronize(st) == cudaSuccess; }
@@ -1135,6 +1141,40 @@ TEST(SegmentedGpu, RaggedOneLaunchRepeatsGraphsAndBadOffsets) {
   reduce_segments(df.get(), n, pb, pe, segments, dtype::f32, op::sum, again.get());
   again.download(h2.data(), segments * 4);
   EXPECT_EQ(std::memcmp(h1.data(), h2.data(), segments * 4), 0);
+  // Offsets out of order (the same segments listed last to first: the lane groups' body, another
+  // association), right; then in order again: the first call's bits (the verdict was reset).
+  std::vector<std::int64_t> rb(b.rbegin(), b.rend()), re(e.rbegin(), e.rend());
+  device_buffer rdb(segments * 8), rde(segments * 8);
+  rdb.upload(rb.data(), segments * 8), rde.upload(re.data(), segments * 8);
+  reduce_segments(di.get(), n, static_cast<const std::int64_t*>(rdb.get()), static_cast<const std::int64_t*>(rde.get()),
+                  segments, dtype::f32, op::sum, out.get());
+  check_results("one launch, offsets out of order", xi, segment_ranges(rb, re), op::sum, out);
+  reduce_segments(df.get(), n, pb, pe, segments, dtype::f32, op::sum, again.get());
+  again.download(h2.data(), segments * 4);
+  EXPECT_EQ(std::memcmp(h1.data(), h2.data(), segments * 4), 0) << "after offsets out of order";
+}
+
+// More tiles than the one-launch grid (a block takes several tiles; its entries in batches) and
+// than its warps (phase 3's warps take several tiles): 2^25 u8 elements, 8192 tiles, Pareto lengths
+// up to about 40000 elements and empty ones, every op of the suite against the reference (the
+// rule's plan, then the once candidate). Not under the sanitizer (its size).
+TEST(SegmentedGpu, RaggedOneLaunchManyTiles) {
+  TALLY_REQUIRE_GPU();
+  if (small_only()) GTEST_SKIP() << "2^25 elements: not at the sanitizer's sizes";
+  const std::uint64_t n = std::uint64_t(1) << 25;
+  std::mt19937_64 rng(test_seed() + 97);
+  std::vector<std::int64_t> b, e;
+  std::int64_t at = 0;
+  const auto in = static_cast<std::int64_t>(n);
+  while (at < in) {
+    const double u = std::uniform_real_distribution<double>(1e-4, 1.0)(rng);
+    const std::int64_t len = b.size() % 5 == 0 ? 0 : std::min(in - at, static_cast<std::int64_t>(16.0 * std::pow(u, -1.0 / 1.2)));
+    b.push_back(at), e.push_back(at + len);
+    at += len;
+  }
+  EXPECT_EQ(ragged_forced_case<std::uint8_t>("one launch, 8192 tiles", b, e, n, 0,
+                                             [](const seg::plan& c) { return c.how == seg::strategy::once; }, nullptr),
+            1);
 }
 
 // Begin and end offsets of `count` segments in order: before segment s a gap of gap(s, rng)

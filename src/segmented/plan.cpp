@@ -70,6 +70,9 @@ constexpr std::uint64_t kSpanRuleWindow = std::uint64_t(16) << 10, kSpanRuleLane
 constexpr std::uint64_t kStripeRuleMaxMean = 4096;
 // Ragged inputs of at most this many bytes run in one launch (fill_once) where pieces do not.
 constexpr std::uint64_t kOnceRuleMaxInputBytes = std::uint64_t(8) << 20;
+// and at most this many segments a tile of kTileElems on average (a mean of at least 16 elements;
+// the measured shapes have 64: docs/tuning.md, "Ragged segments in one launch").
+constexpr std::uint64_t kOnceRuleMaxSegmentsPerTile = 256;
 // Rows of at most this many 16-byte vectors (a power of two) run as row tiles.
 constexpr std::uint64_t kRowTileVectors = 16;
 // Ragged chunks: about eight per resident block of the chunk kernel, 16 KiB to 64 KiB of input
@@ -590,8 +593,12 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
       return r;
     }
     const plan groups = ragged_groups_plan(p, elem_bytes, acc_bytes, d);
-    // Inputs of at most kOnceRuleMaxInputBytes: one launch (the check, the tiles, their fix-up).
-    if (p.n * static_cast<std::uint64_t>(elem_bytes) <= kOnceRuleMaxInputBytes) {
+    // Inputs of at most kOnceRuleMaxInputBytes: one launch (the check, the tiles, their fix-up),
+    // where the tiles hold at most kOnceRuleMaxSegmentsPerTile segments each on average (the
+    // grid is a block a tile at most, and a tile's block reads its segments' offsets 256 at a
+    // time: 2^24 empty segments over 4096 elements would be one block's work).
+    if (p.n * static_cast<std::uint64_t>(elem_bytes) <= kOnceRuleMaxInputBytes &&
+        segments <= kOnceRuleMaxSegmentsPerTile * ceil_div(p.n, static_cast<std::uint64_t>(kTileElems))) {
       plan once;
       if (fill_once(once, p, groups.group, elem_bytes, acc_bytes, sms, d)) return once;
     }
@@ -774,9 +781,10 @@ std::string forced_plan_refusal(const problem& p, const plan& pl, int elem_bytes
       return "a forced pieces plan made for another input size, segment count or op";
     return "";
   }
-  if (pl.how == strategy::once && (pl.tiles == 0 || n == 0 || n > pl.chunk || pl.stripe > 0 || pl.span > 0 || pl.eager))
-    return "a forced one-launch plan without tiles, for an empty input or one longer than its chunk, or with "
-           "stripes, spans or eager loads";
+  if (pl.how == strategy::once &&
+      (pl.tiles == 0 || pl.blocks == 0 || n == 0 || n > pl.chunk || pl.stripe > 0 || pl.span > 0 || pl.eager))
+    return "a forced one-launch plan without tiles or blocks, for an empty input or one longer than its chunk, or "
+           "with stripes, spans or eager loads";
   const std::uint64_t tile = static_cast<std::uint64_t>(kTileElems);
   const std::uint64_t want_tiles = pl.tiles > 0 ? std::max<std::uint64_t>(1, ceil_div(n, tile)) : 0;
   const std::uint64_t want_chunks = pl.chunk > 0 ? std::max<std::uint64_t>(1, ceil_div(n, pl.chunk)) : 0;
