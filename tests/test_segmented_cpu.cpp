@@ -264,8 +264,9 @@ TEST(SegmentedPlanCpu, RaggedPieces) {
 // Ragged inputs of at most 8 MiB (and at most kTileMaxChunk elements) with at most 256 segments a
 // tile on average, past pieces: one
 // cooperative launch over tiles of 4096 elements, a block a tile up to four blocks an SM, no
-// chunks (the chunk is 2^30 elements: no segment is long), the lane groups' lanes for offsets out
-// of order. Larger inputs keep the rule of stripes and lane groups; empty inputs, binary problems
+// chunks (the chunk is 2^30 elements: no segment is long), a warp a segment for offsets out of
+// order (the plan keeps the lane groups' rule's lanes, which forced plans are checked against).
+// Larger inputs keep the rule of stripes and lane groups; empty inputs, binary problems
 // and inputs past 2^30 elements never run in one launch.
 TEST(SegmentedPlanCpu, RaggedOneLaunch) {
   const auto p = ragged(1u << 14, 1u << 20);

@@ -1141,7 +1141,7 @@ TEST(SegmentedGpu, RaggedOneLaunchRepeatsGraphsAndBadOffsets) {
   reduce_segments(df.get(), n, pb, pe, segments, dtype::f32, op::sum, again.get());
   again.download(h2.data(), segments * 4);
   EXPECT_EQ(std::memcmp(h1.data(), h2.data(), segments * 4), 0);
-  // Offsets out of order (the same segments listed last to first: the lane groups' body, another
+  // Offsets out of order (the same segments listed last to first: a warp a segment, another
   // association), right; then in order again: the first call's bits (the verdict was reset).
   std::vector<std::int64_t> rb(b.rbegin(), b.rend()), re(e.rbegin(), e.rend());
   device_buffer rdb(segments * 8), rde(segments * 8);

@@ -331,9 +331,10 @@ bool fill_stripes(plan& r, const problem& p, int g, std::uint64_t per, int elem_
 
 // Ragged segments in one launch: the tiles of fill_ragged with a chunk of kTileMaxChunk elements
 // (no segment of an input of at most that many is long: no chunks), every phase in one
-// cooperative grid of at most `per_sm` blocks an SM and a block a tile (the launcher holds it to
-// the blocks an SM really holds). Offsets out of order: g lanes a segment. False where the tiles
-// do not fit, or the input is empty or longer than a chunk.
+// cooperative grid of at most kOnceBlocksPerSm blocks an SM and a block a tile (the launcher
+// holds it to the blocks an SM really holds). Offsets out of order: a warp a segment (`group`,
+// g, is only the lane groups' rule, which forced plans are checked against). False where the
+// tiles do not fit, or the input is empty or longer than a chunk.
 bool fill_once(plan& r, const problem& p, int g, int elem_bytes, int acc_bytes, std::uint64_t sms, const device_limits& d) {
   fill_ragged(r, p, g, kTileMaxChunk * static_cast<std::uint64_t>(elem_bytes), 4, true, elem_bytes, acc_bytes, sms, d);
   if (r.tiles == 0 || p.n == 0 || p.n > r.chunk) return false;
@@ -341,8 +342,7 @@ bool fill_once(plan& r, const problem& p, int g, int elem_bytes, int acc_bytes, 
   r.blocks = static_cast<unsigned>(std::min<std::uint64_t>(r.tiles, sms * kOnceBlocksPerSm));
   r.why = "one launch: the offset check, " + std::to_string(r.tiles) + " tiles of " + std::to_string(kTileElems) +
           " elements (mean segment " + std::to_string(p.outer ? p.n / p.outer : 0) +
-          "), the crossing segments' fix-up, joined by grid barriers; offsets out of order: " + std::to_string(g) +
-          " lane(s) per segment";
+          "), the crossing segments' fix-up, joined by grid barriers; offsets out of order: a warp a segment";
   return true;
 }
 

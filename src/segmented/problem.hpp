@@ -73,7 +73,7 @@ struct problem {
 //             one cooperative launch (every block resident) in three phases joined by grid
 //             barriers: the offset check and the tiles' partition (every thread a share of the
 //             segments), the tiles of kTileElems (the tile kernel's body, `tiles` of them; offsets
-//             out of order: the lane groups' body, `group` lanes a segment), and a warp a tile
+//             out of order: a warp a segment), and a warp a tile
 //             joining the partials of the segments that cross tiles. `chunk` is the input's length
 //             or more (no segment is long), `chunks` 1; `blocks` at most the resident grid.
 // Binary problems (dot of matching rows) run as rowtile, group, split, exact_block or exact_launches.

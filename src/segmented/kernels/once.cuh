@@ -60,8 +60,8 @@ __device__ __forceinline__ void grid_barrier(unsigned* arrive, unsigned k) {
 // Ragged segments, one launch (inputs of at most kTileMaxChunk elements, so no segment is longer
 // than the plan's chunk and none goes to the chunk kernel). Phase 1: every thread checks a share
 // of the segments (check_segments_share) and writes the tiles' partition; the verdicts go to the
-// launch's words. Barrier. Phase 2: bad offsets: nothing is written; out of order: the lane
-// groups' body (the plan's lanes a segment, a warp for longer ones); in order: tile_body over the
+// launch's words. Barrier. Phase 2: bad offsets: nothing is written; out of order: a warp a
+// segment; in order: tile_body over the
 // tiles (block b takes tiles b, b + grid, ...), which writes the segments inside a tile and leaves
 // the partials of the ones crossing its edges. Barrier. Phase 3 (in order): a warp a tile (warp w
 // of the grid takes tiles w, w + warps, ...); where a segment begun in tile k runs past its end,
@@ -104,9 +104,18 @@ __global__ void __launch_bounds__(BLOCK, kTileMinBlocks<Op>) seg_once_kernel(seg
   const bool bad = __ldcg(words + kOnceBad) != 0, in_order = __ldcg(words + kOnceUnsorted) == 0;  // grid-uniform
   // Phase 2.
   if (!bad && !in_order) {
-    seg_args<T, Op> g = a;
-    g.d_status = nullptr;  // not in order: no chunks, the warps read the longer segments
-    group_body<T, Op, BLOCK, 4>(g);
+    // A warp a segment (warp w of the grid takes segments w, w + warps, ...), read as range_share
+    // reads a segment, then the warp's tree. (The lane groups' body here cost a sixth of each
+    // element type's build of the segmented kernels for a path the rule's inputs rarely take.)
+    const unsigned lane = threadIdx.x & 31u;
+    const std::uint64_t warps = G * (BLOCK / 32);
+    for (std::uint64_t s = blockIdx.x * std::uint64_t(BLOCK / 32) + threadIdx.x / 32; s < a.p.outer; s += warps) {
+      const std::int64_t b = a.p.d_begin[s], e = a.p.d_end[s];
+      const T* base = a.d_in + b;
+      Acc r = range_share<T, Op, 4>(base, 0, static_cast<std::uint64_t>(e - b), lane, 32);
+      r = core::warp_reduce<Op, true>(r);
+      if (lane == 0) a.d_out[s] = core::finalize_with<Op>(r, static_cast<std::uint64_t>(e - b), base);
+    }
   } else if (!bad) {
     tiles_of_block<T, Op, BLOCK>(a, ws, sm);  // the partition was written in phase 1: past L1
   }
