@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "block.cuh"
 #include "load.cuh"
@@ -51,14 +52,15 @@ __device__ __forceinline__ unsigned int atomic_inc_acq_rel(unsigned int* p, unsi
   return old;
 }
 
-// Load that bypasses L1 (which is not coherent across SMs), for the partials of other blocks.
+// Load that bypasses L1 (which is not coherent across SMs), for the partials of other blocks:
+// 4-byte words, or halves or bytes for 1- and 2-byte values.
 template <class A>
 __device__ __forceinline__ A load_cg(const A* p) {
-  static_assert(sizeof(A) % 4 == 0);
-  constexpr int W = sizeof(A) / 4;
-  std::uint32_t w[W];
+  using U = std::conditional_t<sizeof(A) % 4 == 0, unsigned int, std::conditional_t<sizeof(A) % 2 == 0, unsigned short, unsigned char>>;
+  constexpr int W = sizeof(A) / sizeof(U);
+  U w[W];
 #pragma unroll
-  for (int k = 0; k < W; ++k) w[k] = __ldcg(reinterpret_cast<const unsigned int*>(p) + k);
+  for (int k = 0; k < W; ++k) w[k] = __ldcg(reinterpret_cast<const U*>(p) + k);
   A r;
   __builtin_memcpy(&r, w, sizeof(A));
   return r;

@@ -241,23 +241,15 @@ void launch_stripes(const seg_args<T, Op>& a, const seg_ctx& c, const char* what
 }
 
 // The one-launch ragged kernel of a plan: a cooperative launch (every block resident, which its
-// grid barriers need) of at most the blocks an SM holds of it (asked once per device) and a block
-// a tile. Not a dependent launch: it starts once the stream's earlier work is done.
+// grid barriers need; a grid past what the SMs hold is refused by the launch) of at most one wave
+// of the kernel (resident_grid) and a block a tile. Not a dependent launch: it starts once the
+// stream's earlier work is done.
 template <class T, class Op>
 void launch_once(const plan& pl, const seg_args<T, Op>& a, const seg_ctx& c) {
   constexpr auto kernel = seg_once_kernel<T, Op, kTileBlock>;
-  static std::atomic<int> per_sm[64];
-  int per = per_sm[c.dev->ordinal & 63].load(std::memory_order_relaxed);
-  if (per == 0) {
-    core::check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kernel, kTileBlock, 0),
-                     "cudaOccupancyMaxActiveBlocksPerMultiprocessor(one-launch ragged kernel)");
-    if (per < 1) throw error("tally: the one-launch ragged kernel fits no SM of this device");
-    per_sm[c.dev->ordinal & 63].store(per, std::memory_order_relaxed);
-  }
   if (pl.tiles == 0 || pl.tiles > 0x7fffffffull) throw error("tally: internal error: one-launch ragged tiles out of range");
-  const std::uint64_t wave = std::uint64_t(std::max(1, c.limits.sm_count)) * static_cast<std::uint64_t>(per);
   cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(std::min<std::uint64_t>({pl.tiles, wave, pl.blocks})));
+  cfg.gridDim = dim3(resident_grid<kernel>(static_cast<unsigned>(std::min<std::uint64_t>(pl.tiles, pl.blocks)), kTileBlock, c));
   cfg.blockDim = dim3(kTileBlock);
   cfg.stream = c.stream;
   cudaLaunchAttribute attr[1];

@@ -145,6 +145,17 @@ __device__ __forceinline__ void mark_long(std::int64_t* cover_a, std::int64_t* c
   for (std::uint64_t k = k0 + 1 + lane; k <= k1; k += lanes) cover_a[k] = static_cast<std::int64_t>(s);
 }
 
+// Segment s, elements [off, off + len) of the input, read by the whole warp (group_share, 32
+// lanes) and reduced by the warp's tree; lane 0 writes its result.
+template <class T, class Op, int U, bool EAGER = false>
+__device__ __forceinline__ void warp_segment(const seg_args<T, Op>& a, std::uint64_t s, std::uint64_t off,
+                                             std::uint64_t len, unsigned lane32) {
+  const T* base = a.d_in + off;
+  typename Op::acc_type r = group_share<T, Op, U, EAGER>(base, len, lane32, 32, second_row(a, s));
+  r = core::warp_reduce<Op, true>(r);
+  if (lane32 == 0) a.d_out[s] = core::finalize_with<Op>(r, len, base);
+}
+
 // The segments of a warp's lanes past its short ones (`longer`: the lanes holding them), one at
 // a time: with offsets in order, those longer than a chunk are only marked for the chunk kernel;
 // the others the whole warp reads (group_share, 32 lanes), and lane 0 writes the result.
@@ -161,10 +172,7 @@ __device__ __forceinline__ void warp_longer(const seg_args<T, Op>& a, unsigned l
       mark_long(w.cover_a, w.cover_b, ls, loff, llen, a.chunk, lane32);
       continue;
     }
-    const T* lbase = a.d_in + loff;
-    typename Op::acc_type r = group_share<T, Op, U, EAGER>(lbase, llen, lane32, 32, second_row(a, ls));
-    r = core::warp_reduce<Op, true>(r);
-    if (lane32 == 0) a.d_out[ls] = core::finalize_with<Op>(r, llen, lbase);
+    warp_segment<T, Op, U, EAGER>(a, ls, loff, llen, lane32);
   }
 }
 

@@ -18,30 +18,6 @@ __device__ __forceinline__ unsigned load_acquire_gpu(const unsigned* p) {
   return v;
 }
 
-// A load of another block's value of this launch past L1 (which is not coherent across SMs), of
-// any size (core::load_cg takes whole 4-byte words: 1- and 2-byte accumulators are bytes or
-// halves here).
-template <class A>
-__device__ __forceinline__ A load_l2(const A* p) {
-  if constexpr (sizeof(A) % 4 == 0) {
-    return core::load_cg(p);
-  } else {
-    A r;
-    unsigned char* d = reinterpret_cast<unsigned char*>(&r);
-    if constexpr (sizeof(A) % 2 == 0) {
-#pragma unroll
-      for (unsigned k = 0; k < sizeof(A) / 2; ++k) {
-        const unsigned short v = __ldcg(reinterpret_cast<const unsigned short*>(p) + k);
-        __builtin_memcpy(d + 2 * k, &v, 2);
-      }
-    } else {
-#pragma unroll
-      for (unsigned k = 0; k < sizeof(A); ++k) d[k] = __ldcg(reinterpret_cast<const unsigned char*>(p) + k);
-    }
-    return r;
-  }
-}
-
 // The k-th barrier of the grid in this launch (every block resident: a cooperative launch): it
 // waits for k * gridDim.x arrivals. Writes before it are visible after it to loads that bypass L1
 // (load_cg, __ldcg): L1 is not coherent across SMs.
@@ -104,17 +80,14 @@ __global__ void __launch_bounds__(BLOCK, kTileMinBlocks<Op>) seg_once_kernel(seg
   const bool bad = __ldcg(words + kOnceBad) != 0, in_order = __ldcg(words + kOnceUnsorted) == 0;  // grid-uniform
   // Phase 2.
   if (!bad && !in_order) {
-    // A warp a segment (warp w of the grid takes segments w, w + warps, ...), read as range_share
-    // reads a segment, then the warp's tree. (The lane groups' body here cost a sixth of each
+    // A warp a segment (warp w of the grid takes segments w, w + warps, ...: warp_segment, as the
+    // lane groups read their longer segments). (The lane groups' body here cost a sixth of each
     // element type's build of the segmented kernels for a path the rule's inputs rarely take.)
     const unsigned lane = threadIdx.x & 31u;
     const std::uint64_t warps = G * (BLOCK / 32);
     for (std::uint64_t s = blockIdx.x * std::uint64_t(BLOCK / 32) + threadIdx.x / 32; s < a.p.outer; s += warps) {
       const std::int64_t b = a.p.d_begin[s], e = a.p.d_end[s];
-      const T* base = a.d_in + b;
-      Acc r = range_share<T, Op, 4>(base, 0, static_cast<std::uint64_t>(e - b), lane, 32);
-      r = core::warp_reduce<Op, true>(r);
-      if (lane == 0) a.d_out[s] = core::finalize_with<Op>(r, static_cast<std::uint64_t>(e - b), base);
+      warp_segment<T, Op, 4>(a, s, static_cast<std::uint64_t>(b), static_cast<std::uint64_t>(e - b), lane);
     }
   } else if (!bad) {
     tiles_of_block<T, Op, BLOCK>(a, ws, sm);  // the partition was written in phase 1: past L1
@@ -132,10 +105,10 @@ __global__ void __launch_bounds__(BLOCK, kTileMinBlocks<Op>) seg_once_kernel(seg
       const std::int64_t b = a.p.d_begin[s], e = a.p.d_end[s];
       const std::uint64_t last = static_cast<std::uint64_t>(e - 1) / static_cast<std::uint64_t>(W);
       Acc r = Op::identity();
-      for (std::uint64_t t = k + 1 + lane; t <= last; t += 32) r = Op::combine(r, load_l2(ws.head_part + t));
+      for (std::uint64_t t = k + 1 + lane; t <= last; t += 32) r = Op::combine(r, core::load_cg(ws.head_part + t));
       r = core::warp_reduce<Op, true>(r);
       if (lane == 0)
-        a.d_out[s] = core::finalize_with<Op>(Op::combine(load_l2(ws.tail_part + k), r),
+        a.d_out[s] = core::finalize_with<Op>(Op::combine(core::load_cg(ws.tail_part + k), r),
                                              static_cast<std::uint64_t>(e - b), a.d_in + b);
     }
   }
