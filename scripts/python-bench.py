@@ -3,7 +3,7 @@
 tally.sum(x) called in a loop with results left on the device vs x.sum() (torch) and cupy.sum(x),
 sizes 2^10..2^30; the Python layer's cost over the C++ call (tally::reduce called in a C++ loop in
 this process, into a preallocated result, with the options tally.sum uses for a torch tensor); row
-and column sums against torch's. Times are CUDA events around a loop of calls (host launch cost
+and column sums against torch's; ragged segments against torch.segment_reduce. Times are CUDA events around a loop of calls (host launch cost
 included), median of 5 loops, the best of 4 such medians taken alternately, after a second of
 warm-up calls. Last, the Python layer piece by piece: host time per call of each step of
 tally.sum(t) at 2^10 (time.perf_counter_ns around loops of calls).
@@ -140,11 +140,27 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
     ap.add_argument("--max-log2", type=int, default=30)
+    ap.add_argument("--tables", default="sums,shapes,segments,layer",
+                    help="which tables, comma-separated: sums, shapes (rows and columns), segments, layer")
     args = ap.parse_args()
+    tables = set(args.tables.split(","))
     assert torch is not None and torch.cuda.is_available(), "needs torch with CUDA"
     rows = []
     warm_up()
     print(f"# tally from Python, {torch.cuda.get_device_name()} ({datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC)\n")
+    if "sums" in tables:
+        sums(args, rows)
+    if "shapes" in tables:
+        shapes(rows)
+    if "segments" in tables:
+        segments(rows)
+    pieces = layer_pieces() if "layer" in tables else {}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "rows": rows, "layer_ns": pieces}, f, indent=2)
+
+
+def sums(args, rows):
     print("| n | torch t.sum() us | tally.sum(t) us | ratio torch/tally | C++ call us | Python layer us | cupy.sum us | tally.sum(cupy) us | ratio |")
     print("|---|---|---|---|---|---|---|---|---|")
     for k in range(10, args.max_log2 + 1, 2):
@@ -172,6 +188,9 @@ def main():
         rows.append(row)
         print(f"| 2^{k} | {ut:.2f} | {ux:.2f} | {ut / ux:.2f} | {un:.2f} | {ux - un:.2f} | {cu:.2f} | {cx:.2f} | {cu / cx:.2f} |")
         del t
+
+
+def shapes(rows):
     print("\n| shape | torch rows us | tally rows us | ratio | torch cols us | tally cols us | ratio |")
     print("|---|---|---|---|---|---|---|")
     shapes = [(1 << 20, 16), (1 << 16, 256), (1 << 12, 4096), (1 << 8, 65536), (16, 1 << 20)]
@@ -187,10 +206,41 @@ def main():
         rows.append({"shape": [r, c], "torch_rows_us": tr, "tally_rows_us": xr, "torch_cols_us": tc, "tally_cols_us": xc})
         print(f"| {r} x {c} | {tr:.1f} | {xr:.1f} | {tr / xr:.2f} | {tc:.1f} | {xc:.1f} | {tc / xc:.2f} |")
         del m
-    pieces = layer_pieces()
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "rows": rows, "layer_ns": pieces}, f, indent=2)
+
+
+def pareto_offsets(n, segments, gen):
+    """CSR offsets (int64, on the GPU) of `segments` heavy-tailed segments over n elements, a fifth
+    empty: the ragged table's lengths (tally bench segmented)."""
+    lengths = torch.empty(segments, dtype=torch.float64).exponential_(generator=gen).mul_(1 / 1.2).exp_().sub_(1)
+    lengths[torch.rand(segments, generator=gen) < 0.2] = 0
+    cut = torch.cat([torch.zeros(1, dtype=torch.float64), lengths.cumsum(0)])
+    return (cut * (n / cut[-1])).round().clamp_(max=n).to(torch.int64).cuda()
+
+
+def segments(rows):
+    """tally.reduce_segments vs torch.segment_reduce on the same CSR offsets (both unchecked:
+    unsafe=True, so neither waits for its offsets' check), f32, results left on the GPU."""
+    print("\n| total | segments | op | torch.segment_reduce us | tally.reduce_segments us | ratio | same results |")
+    print("|---|---|---|---|---|---|---|")
+    gen = torch.Generator().manual_seed(7)
+    for k, segs in ((20, 8), (20, 14), (24, 12), (24, 18)):
+        n = 1 << k
+        t = torch.rand(n, device="cuda") * 2 - 1
+        off = pareto_offsets(n, 1 << segs, gen)
+        calls = 20 if k >= 24 else 200
+        for op in ("sum", "max"):
+            tr = xr = float("inf")
+            for _ in range(3):
+                tr = min(tr, loop_us(lambda: torch.segment_reduce(t, op, offsets=off, unsafe=True), calls))
+                xr = min(xr, loop_us(lambda: tally.reduce_segments(t, off, op, unsafe=True), calls))
+            want = torch.segment_reduce(t, op, offsets=off, unsafe=True)
+            got = torch.from_dlpack(tally.reduce_segments(t, off, op))
+            full = off[1:] > off[:-1]  # empty segments: torch gives its own fill, tally the identity
+            same = bool(torch.allclose(got[full].double(), want[full].double(), rtol=1e-4, atol=1e-4))
+            rows.append({"total": n, "segments": 1 << segs, "op": op, "torch_segment_reduce_us": tr,
+                         "tally_reduce_segments_us": xr, "same": same})
+            print(f"| 2^{k} | 2^{segs} | {op} | {tr:.1f} | {xr:.1f} | {tr / xr:.2f} | {'yes' if same else 'NO'} |")
+        del t, off
 
 
 if __name__ == "__main__":

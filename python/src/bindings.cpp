@@ -224,6 +224,46 @@ NB_MODULE(_tally, m) {
                           reinterpret_cast<void*>(out), stream_of(stream), opt);
       },
       "p"_a, "dims"_a, "axis"_a, "count"_a, "dtype"_a, "out"_a, "nan"_a = "propagate", "stream"_a = 0);
+  // Ragged segments: segment s is elements [begin[s], end[s]) of the n at p (int64 offsets in
+  // device memory of the same GPU; the Python layer uploads host offsets). Only enqueues: bad
+  // offsets are found on the device and then nothing is written (check_segments says which).
+  m.def(
+      "reduce_segments",
+      [](std::uintptr_t p, std::uint64_t n, std::uintptr_t begin, std::uintptr_t end, std::uint64_t segments, int t,
+         int o, std::uintptr_t out, int nan, int mode, std::uintptr_t stream, int device, bool check) {
+        const tally::options opt = options_at(nan, mode, check);
+        const device_guard on(device);
+        nb::gil_scoped_release unlocked;
+        tally::reduce_segments(ptr(p), n, reinterpret_cast<const std::int64_t*>(begin),
+                               reinterpret_cast<const std::int64_t*>(end), segments, dtype_at(t), op_at(o),
+                               reinterpret_cast<void*>(out), stream_of(stream), opt);
+      },
+      "p"_a, "n"_a, "begin"_a, "end"_a, "segments"_a, "dtype"_a, "op"_a, "out"_a, "nan"_a, "mode"_a, "stream"_a,
+      "device"_a = -1, "check"_a = true);
+  m.def(
+      "stats_segments",
+      [](std::uintptr_t p, std::uint64_t n, std::uintptr_t begin, std::uintptr_t end, std::uint64_t segments,
+         const std::string& t, std::uintptr_t out, const std::string& nan, std::uintptr_t stream, int device) {
+        const tally::options opt = options_of(nan, "fast");
+        const device_guard on(device);
+        nb::gil_scoped_release unlocked;
+        tally::stats_segments(ptr(p), n, reinterpret_cast<const std::int64_t*>(begin),
+                              reinterpret_cast<const std::int64_t*>(end), segments, dtype_of(t),
+                              reinterpret_cast<void*>(out), stream_of(stream), opt);
+      },
+      "p"_a, "n"_a, "begin"_a, "end"_a, "segments"_a, "dtype"_a, "out"_a, "nan"_a = "propagate", "stream"_a = 0,
+      "device"_a = -1);
+  // Blocking: throws TallyError naming the first segment whose offsets are bad.
+  m.def(
+      "check_segments",
+      [](std::uintptr_t begin, std::uintptr_t end, std::uint64_t segments, std::uint64_t n, std::uintptr_t stream,
+         int device) {
+        const device_guard on(device);
+        nb::gil_scoped_release unlocked;
+        tally::check_segments(reinterpret_cast<const std::int64_t*>(begin), reinterpret_cast<const std::int64_t*>(end),
+                              segments, n, stream_of(stream));
+      },
+      "begin"_a, "end"_a, "segments"_a, "n"_a, "stream"_a = 0, "device"_a = -1);
   // The results of count reductions at d (as reduce writes them) decoded on the host.
   m.def(
       "results_to_host",
@@ -278,7 +318,7 @@ NB_MODULE(_tally, m) {
       .def_prop_ro("address", &device_array::address)
       .def_prop_ro("size", &device_array::size)
       .def_prop_ro("device", &device_array::device)
-      .def("upload", &device_array::upload, "host"_a, "bytes"_a)
+      .def("upload", &device_array::upload, "host"_a, "bytes"_a, "stream"_a = -1)
       // A DLPack-capable view of elements of `dtype` (a numpy-style code: 'f4', 'i8', ...).
       .def(
           "view",

@@ -101,10 +101,25 @@ class device_array {
   std::uintptr_t address() const { return reinterpret_cast<std::uintptr_t>(buf_.get()); }
   std::size_t size() const { return buf_.size(); }
   int device() const { return device_; }
-  void upload(std::uintptr_t host, std::size_t bytes) {
+  // Host bytes copied in: with stream < 0 a blocking copy (cudaMemcpy), else ordered on `stream`
+  // (a stream of this buffer's GPU) before the work enqueued after it there; pageable host memory
+  // is staged before this returns, so it may be freed then.
+  void upload(std::uintptr_t host, std::size_t bytes, std::intptr_t stream) {
     if (bytes > buf_.size()) throw nb::value_error("DeviceBuffer.upload: more bytes than the buffer holds");
     nb::gil_scoped_release unlocked;
-    if (bytes > 0) buf_.upload(reinterpret_cast<const void*>(host), bytes);
+    if (bytes == 0) return;
+    if (stream < 0) {
+      buf_.upload(reinterpret_cast<const void*>(host), bytes);
+      return;
+    }
+    const device_guard on(device_);
+    const cudaError_t e = cudaMemcpyAsync(buf_.get(), reinterpret_cast<const void*>(host), bytes, cudaMemcpyHostToDevice,
+                                          reinterpret_cast<cudaStream_t>(stream));
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw tally::error(std::string("tally: cudaMemcpyAsync(host to device, ") + std::to_string(bytes) +
+                         " bytes) failed: " + cudaGetErrorString(e));
+    }
   }
 
  private:

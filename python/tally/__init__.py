@@ -36,7 +36,7 @@ __version__ = _tally.library_version
 __all__ = [
     "__version__", "TallyError", "Result", "reduce", "sum", "prod", "min", "max", "argmin", "argmax", "mean", "norm",
     "sum_sq", "any", "all", "bit_and", "bit_or", "bit_xor", "dot", "stats", "reduce_value", "sum_value",
-    "device_count", "tally_dtype",
+    "reduce_segments", "stats_segments", "device_count", "tally_dtype",
 ]
 
 _OPS = {"sum", "prod", "min", "max", "bit_and", "bit_or", "bit_xor", "all", "any", "argmin", "argmax",
@@ -250,7 +250,7 @@ class Result:
     argmin/argmax results export their int64 indices (``.values()`` gives the extreme values)."""
 
     __slots__ = ("shape", "_dtype", "_op", "_stream", "_count", "_stats", "_arg", "_rtype", "_buffer", "_keep",
-                 "__weakref__")
+                 "_segments", "__weakref__")
 
     def __init__(self, shape, dtype, op, stream, ordinal=None):
         rtype, unit = _result_of(dtype, op)
@@ -298,7 +298,16 @@ class Result:
         return {"shape": self.shape, "typestr": "<" + code if code != "b1" else "|b1", "data": (self.address, False),
                 "version": 3, "strides": strides, "stream": self._stream or 1, "itemsize": itemsize}
 
+    def _verify(self):
+        # Results of reduce_segments(..., unsafe=True): the offsets are checked before the first
+        # read on the host (bad offsets left the results unwritten: TallyError names the segment).
+        seg = self._segments
+        if seg is not None:
+            _check_segments(*seg, self._stream, "tally.reduce_segments")
+            self._segments = None
+
     def tolist(self):
+        self._verify()
         if self._stats:
             out = _tally.stats_to_host(self.address, self._count, self._stream)
             return _shape_list(out, self.shape)
@@ -309,6 +318,7 @@ class Result:
 
     def values(self):
         """argmin/argmax: the extreme values (with the indices, .tolist() / .item())."""
+        self._verify()
         values, _ = _tally.results_to_host(self.address, self._count, self._dtype, self._op, self._stream)
         return _shape_list(values, self.shape)
 
@@ -356,7 +366,7 @@ _MemberDescriptor = type(Result.shape)  # a slot's descriptor
 def _fill(r, buffer, shape, count, dtype, op, stream, rtype, keep):
     r.shape, r._count, r._dtype, r._op, r._stream, r._rtype = shape, count, dtype, op, stream, rtype
     r._stats, r._arg = op == "stats", op == "argmin" or op == "argmax"
-    r._buffer, r._keep = buffer, keep
+    r._buffer, r._keep, r._segments = buffer, keep, None
     return r
 
 
@@ -369,7 +379,7 @@ def _scalar_class(dtype, op, rtype):
     attributes, so a call sets only the buffer, the stream and the input it keeps alive (three
     stores, not ten: the per-call path of tally.sum(x))."""
     fixed = {"shape": (), "_count": 1, "_dtype": dtype, "_op": op, "_rtype": rtype, "_stats": op == "stats",
-             "_arg": op in ("argmin", "argmax")}
+             "_arg": op in ("argmin", "argmax"), "_segments": None}
     return type("Result", (Result,), {"__slots__": (), "__module__": __name__, "__qualname__": "Result", **fixed})
 
 
@@ -504,14 +514,36 @@ def reduce(x, op="sum", axis=None, *, nan="propagate", mode="fast", stream=None,
     return _reduce_device(a, op, ax, nan, mode, out)
 
 
-def _to_device(a):
-    """A host array copied to the GPU (the axis reductions read the whole array there)."""
+def _to_device(a, ordinal=None, stream=-1):
+    """A host array copied to the GPU (the current one, or GPU ordinal): the axis and segment
+    reductions read the whole array there. stream >= 0: the copy is ordered on that stream (of
+    that GPU), else it is a blocking copy."""
     if a.device == "cuda":
         return a
     nbytes = a.n * _tally.dtype_size(a.dtype)
-    buf = _tally.DeviceBuffer(nbytes, _tally.current_device(), 0, False)  # not kept in the pool
-    buf.upload(a.address, nbytes)
-    return _Array(buf.address, a.shape, a.dtype, "cuda", 0, (a.keep, buf))
+    device = _tally.current_device() if ordinal is None else ordinal
+    buf = _tally.DeviceBuffer(nbytes, device, 0, False)  # not kept in the pool
+    buf.upload(a.address, nbytes, stream)
+    return _Array(buf.address, a.shape, a.dtype, "cuda", _builtins.max(stream, 0), (a.keep, buf), ordinal,
+                  ordinal is not None)
+
+
+def _result_or_out(out, shape, dtype, op, stream, ordinal, what):
+    """A new Result for shape results of (dtype, op), or out (a Result of an earlier call) checked
+    to hold exactly those, on the same GPU and stream."""
+    if out is None:
+        return Result(shape, dtype, op, stream, ordinal)
+    if out.shape != shape or out._op != op or out._dtype != dtype:
+        raise ValueError(f"{what}: out holds {out.shape} {out._op} results of {out._dtype}, this call gives "
+                         f"{shape} {op} results of {dtype}")
+    if ordinal is not None and out._buffer.device != ordinal:
+        raise ValueError(f"{what}: out is on GPU {out._buffer.device} and the input on GPU {ordinal}")
+    if out._stream != stream:
+        raise ValueError(f"{what}: out was made on stream {out._stream:#x} and this call runs on {stream:#x}: "
+                         "reuse out only on its own stream")
+    if out._segments is not None:
+        out._segments = None  # the earlier call's unchecked offsets no longer matter
+    return out
 
 
 def _reduce_device(a, op, ax, nan, mode, out):
@@ -523,15 +555,7 @@ def _reduce_device(a, op, ax, nan, mode, out):
         r = _new_result(p[6])
         r._buffer, r._stream, r._keep = buf, a.stream, a.keep
         return r
-    res = out if out is not None else Result(shape, a.dtype, op, a.stream, a.ordinal)
-    if out is not None and (out.shape != shape or out._op != op or out._dtype != a.dtype):
-        raise ValueError(f"tally.{op}: out holds {out.shape} {out._op} results of {out._dtype}, this call gives "
-                         f"{shape} {op} results of {a.dtype}")
-    if out is not None and a.ordinal is not None and out._buffer.device != a.ordinal:
-        raise ValueError(f"tally.{op}: out is on GPU {out._buffer.device} and the input on GPU {a.ordinal}")
-    if out is not None and out._stream != a.stream:
-        raise ValueError(f"tally.{op}: out was made on stream {out._stream:#x} and this call runs on {a.stream:#x}: "
-                         "reuse out only on its own stream")
+    res = _result_or_out(out, shape, a.dtype, op, a.stream, a.ordinal, f"tally.{op}")
     # out= is a Result (tally's own buffer) or was refused above: only the input needs checking.
     if ax is None:
         _tally.reduce(a.address, a.n, p[0], p[1], res.address, p[2], p[3], a.stream, device, not a.trusted)
@@ -649,17 +673,31 @@ def dot(x, y, *, mode="fast", stream=None):
 _STAT_FIELDS = ("count", "sum", "min", "max", "mean", "m2")
 
 
+def _stats_args(ddof, nan, what):
+    """ddof as an int (0 or more) and nan checked: ValueError / TypeError naming what."""
+    ddof = _index(ddof, what, "ddof", "an int")
+    if ddof < 0:
+        raise ValueError(f"{what}: ddof {ddof}: must be 0 or more")
+    if nan not in ("propagate", "ignore"):
+        raise ValueError(f"{what}: nan must be 'propagate' or 'ignore', not {nan!r}")
+    return ddof
+
+
+def _with_variance(records, ddof):
+    """Each stats record gains variance = m2 / (count - ddof) and std (NaN where count <= ddof)."""
+    for r in records:
+        dof = r["count"] - ddof
+        r["variance"] = r["m2"] / dof if dof > 0 else float("nan")
+        r["std"] = r["variance"] ** 0.5 if dof > 0 else float("nan")
+
+
 def stats(x, axis=None, *, ddof=0, nan="propagate", stream=None):
     """count, sum, min, max, mean, variance and std (with ddof) in one read, as a dict (along an
     axis: a dict of lists)."""
     a = _as_array(x, stream)
     if a.dtype == "b8":
         raise TypeError("tally.stats: stats need numbers, not bool")
-    ddof = _index(ddof, "tally.stats", "ddof", "an int")
-    if ddof < 0:
-        raise ValueError(f"tally.stats: ddof {ddof}: must be 0 or more")
-    if nan not in ("propagate", "ignore"):
-        raise ValueError(f"tally.stats: nan must be 'propagate' or 'ignore', not {nan!r}")
+    ddof = _stats_args(ddof, nan, "tally.stats")
     ax = _axes(axis, len(a.shape), "tally.stats")
     if ax is None:
         records = [_tally.stats_value(a.address, a.n, a.dtype, nan, a.stream)]
@@ -670,13 +708,163 @@ def stats(x, axis=None, *, ddof=0, nan="propagate", stream=None):
         res = Result(shape, a.dtype, "stats", a.stream)
         _tally.stats_axis(a.address, list(a.shape), ax[0], ax[1], a.dtype, res.address, nan, a.stream)
         records = _tally.stats_to_host(res.address, _prod(shape), a.stream)
-    for r in records:
-        dof = r["count"] - ddof
-        r["variance"] = r["m2"] / dof if dof > 0 else float("nan")
-        r["std"] = r["variance"] ** 0.5 if dof > 0 else float("nan")
+    _with_variance(records, ddof)
     if not shape:
         return records[0]
     return {k: _shape_list([r[k] for r in records], shape) for k in _STAT_FIELDS + ("variance", "std")}
+
+
+# ---- ragged segments -------------------------------------------------------------------------------
+def _host_offsets(v, what, name):
+    """Offsets given on the host (a NumPy array, a list, a range): a contiguous 1-D int64 NumPy
+    array (integers only: TypeError for floats or bools)."""
+    import numpy as np
+    h = np.asarray(v)
+    if h.size == 0 and isinstance(v, (list, tuple, range)):
+        h = h.astype(np.int64)  # [] reads as float64: no values to be anything else
+    if h.dtype.kind not in "iu" or h.dtype == np.bool_:
+        raise TypeError(f"{what}: {name} must hold integers (int64), not {h.dtype}")
+    if h.ndim != 1:
+        raise ValueError(f"{what}: {name} must be 1-D, not of shape {h.shape}")
+    if h.dtype.kind == "u" and h.size and int(h.max()) > (1 << 63) - 1:
+        raise ValueError(f"{what}: {name} holds {int(h.max())}, past int64")
+    return np.ascontiguousarray(h, dtype=np.int64)
+
+
+def _offsets_of(v, stream, what, name):
+    """(device _Array, None) for offsets on a GPU (read in place: int64, 1-D, contiguous), or
+    (None, host int64 array) for offsets on the host (uploaded by the caller)."""
+    if isinstance(v, (list, tuple, range)):
+        return None, _host_offsets(v, what, name)
+    o = _as_array(v, stream)
+    if o.device == "cpu":
+        return None, _host_offsets(v, what, name)
+    if o.dtype != "i64":
+        raise TypeError(f"{what}: {name} on the GPU must be int64, not {o.dtype} (convert them, e.g. "
+                        f"offsets.to(torch.int64) or offsets.astype(cupy.int64))")
+    if len(o.shape) != 1:
+        raise ValueError(f"{what}: {name} must be 1-D, not of shape {o.shape}")
+    return o, None
+
+
+class _Segments:
+    """A segmented call's input and offsets, checked without touching the GPU (__init__), then put
+    on the GPU (place): offsets alone are CSR (segments + 1 entries, segment s = [offsets[s],
+    offsets[s+1])); with ends they are the begins, one per segment. A host input (host = True) is
+    copied to the GPU of its offsets, or the current one; host offsets are copied to the input's."""
+
+    def __init__(self, x, offsets, ends, stream, what):
+        a = self.a = _as_array(x, stream)
+        self.host, self.csr = a.device == "cpu", ends is None
+        s = a.stream if a.device == "cuda" else _stream_arg(stream)
+        self.parts = [_offsets_of(offsets, s, what, "offsets")]
+        if ends is not None:
+            self.parts.append(_offsets_of(ends, s, what, "ends"))
+        lengths = [o.n if o is not None else h.size for o, h in self.parts]
+        if self.csr and lengths[0] == 0:
+            raise ValueError(f"{what}: offsets (CSR) hold segments + 1 entries, at least one; got none")
+        if not self.csr and lengths[0] != lengths[1]:
+            raise ValueError(f"{what}: {lengths[0]} begins (offsets) and {lengths[1]} ends")
+        self.segments = lengths[0] - 1 if self.csr else lengths[0]
+        on_gpu = [o for o, _ in self.parts if o is not None]
+        ordinals = {o.ordinal for o in on_gpu if o.ordinal is not None}
+        if a.device == "cuda" and a.ordinal is not None:
+            ordinals.add(a.ordinal)
+        if len(ordinals) > 1:
+            raise ValueError(f"{what}: the input and its offsets are on different GPUs ({sorted(ordinals)})")
+        self.ordinal = next(iter(ordinals)) if ordinals else None
+        # The call's stream: the input's, else the device offsets', else the one given (or 0).
+        self.stream = a.stream if a.device == "cuda" else on_gpu[0].stream if on_gpu else (s or 0)
+
+    def place(self):
+        """Copies what is on the host to the GPU (ordered on the call's stream); sets a (the input
+        on the GPU), ordinal, begin and end (device addresses), keep and trusted."""
+        if self.host:
+            device = self.ordinal if self.ordinal is not None else _tally.current_device()
+            self.a = _to_device(self.a, device, self.stream)
+            self.ordinal = device
+        a = self.a
+        keep, addresses, self.trusted = [a.keep], [], a.trusted
+        for o, h in self.parts:
+            if o is not None:
+                keep.append(o.keep)
+                addresses.append(o.address)
+                self.trusted = self.trusted and o.trusted
+                continue
+            device = _tally.current_device() if self.ordinal is None else self.ordinal
+            buf = _tally.DeviceBuffer(_builtins.max(h.nbytes, 8), device, 0, False)  # not kept in the pool
+            buf.upload(h.ctypes.data, h.nbytes, self.stream)
+            keep.append(buf)
+            addresses.append(buf.address)
+        self.begin = addresses[0]
+        self.end = addresses[0] + 8 if self.csr else addresses[1]
+        self.keep = tuple(keep)
+        self.device = -1 if self.ordinal is None else self.ordinal
+        return self
+
+
+def _check_segments(begin, end, segments, n, device, stream, what):
+    try:
+        _tally.check_segments(begin, end, segments, n, stream, -1 if device is None else device)
+    except TallyError as e:
+        raise TallyError(f"{what}: {e}") from None
+
+
+def reduce_segments(x, offsets, op="sum", *, ends=None, nan="propagate", mode="fast", stream=None, out=None,
+                    unsafe=False):
+    """Reduce each ragged segment of x (read flat) with op: segment s is x[offsets[s]:offsets[s+1]]
+    (offsets: segments + 1 int64 entries, CSR, as torch.segment_reduce's and torch_scatter's), or
+    x[offsets[s]:ends[s]] where ends are given (begins and ends in any order, overlapping allowed).
+    An empty segment gives the op's identity (argmin/argmax: index -1); argmin/argmax give the
+    index inside the segment; exact mode is the exact sum of each segment rounded once.
+
+    Offsets on the GPU (torch, cupy, JAX, numba int64 arrays on x's GPU) are read in place; host
+    offsets (NumPy, lists) are uploaded. Device inputs give a Result of shape (segments,) on the
+    GPU, host inputs a NumPy array. The offsets are checked first (0 <= begin <= end <= x.size;
+    TallyError names the first bad segment; this waits for the stream, as torch's checks do);
+    unsafe=True skips that wait: bad offsets then leave the results unwritten, which the Result's
+    readers (.tolist(), .item(), .numpy()) find and raise, but a framework that takes the results
+    through DLPack or the array interface does not."""
+    what = f"tally.reduce_segments({op!r})"
+    g = _Segments(x, offsets, ends, stream, what)
+    p = _plan(g.a.dtype, op, nan, mode, what)
+    if g.host and out is not None:
+        raise ValueError(f"{what}: out= is for device inputs (a host input's results are a NumPy array)")
+    if out is not None and not isinstance(out, Result):
+        raise TypeError(f"{what}: out must be a Result from an earlier tally call, not {type(out).__name__}")
+    g.place()
+    a, s = g.a, g.stream
+    res = _result_or_out(out, (g.segments,), a.dtype, op, s, g.ordinal, what)
+    if g.segments and not unsafe:
+        _check_segments(g.begin, g.end, g.segments, a.n, g.ordinal, s, what)
+    if g.segments:
+        _tally.reduce_segments(a.address, a.n, g.begin, g.end, g.segments, p[0], p[1], res.address, p[2], p[3], s,
+                               g.device, not g.trusted)
+        if unsafe:
+            res._segments = (g.begin, g.end, g.segments, a.n, g.ordinal)
+    res._keep = g.keep
+    return res.numpy() if g.host else res
+
+
+def stats_segments(x, offsets, *, ends=None, ddof=0, nan="propagate", stream=None):
+    """count, sum, min, max, mean, m2, variance and std of each ragged segment of x (read flat;
+    offsets as for reduce_segments), as a dict of lists of one entry per segment (blocking)."""
+    what = "tally.stats_segments"
+    ddof = _stats_args(ddof, nan, what)
+    g = _Segments(x, offsets, ends, stream, what)
+    if g.a.dtype == "b8":
+        raise TypeError(f"{what}: stats need numbers, not bool")
+    records = []
+    if g.segments:
+        g.place()
+        a, s = g.a, g.stream
+        _check_segments(g.begin, g.end, g.segments, a.n, g.ordinal, s, what)
+        res = Result((g.segments,), a.dtype, "stats", s, g.ordinal)
+        _tally.stats_segments(a.address, a.n, g.begin, g.end, g.segments, a.dtype, res.address, nan, s, g.device)
+        res._keep = g.keep
+        records = _tally.stats_to_host(res.address, g.segments, s)
+    _with_variance(records, ddof)
+    return {k: [r[k] for r in records] for k in _STAT_FIELDS + ("variance", "std")}
 
 
 def device_count():

@@ -158,6 +158,40 @@ def test_argument_errors_name_the_problem():
         tally.stats(np.ones(4, np.float32), ddof="1")
 
 
+def test_segment_arguments_are_checked_before_any_gpu_work():
+    x = np.arange(10, dtype=np.float32)
+    with pytest.raises(TypeError, match="offsets must hold integers"):
+        tally.reduce_segments(x, np.array([0.0, 5.0]))
+    with pytest.raises(TypeError, match="ends must hold integers"):
+        tally.reduce_segments(x, [0, 1], ends=[True, False])
+    with pytest.raises(ValueError, match="1-D"):
+        tally.reduce_segments(x, np.zeros((2, 2), np.int64))
+    with pytest.raises(ValueError, match="at least one"):
+        tally.reduce_segments(x, [])
+    with pytest.raises(ValueError, match="3 begins .* 2 ends"):
+        tally.reduce_segments(x, [0, 1, 2], ends=[4, 5])
+    with pytest.raises(ValueError, match="past int64"):
+        tally.reduce_segments(x, np.array([0, 2**63], np.uint64))
+    with pytest.raises(ValueError, match="unknown op"):
+        tally.reduce_segments(x, [0, 10], "median")
+    with pytest.raises(ValueError, match="mode must be"):
+        tally.reduce_segments(x, [0, 10], mode="kahan")
+    with pytest.raises(ValueError, match="out= is for device inputs"):
+        tally.reduce_segments(x, [0, 10], out=tally.Result.__new__(tally.Result))
+    with pytest.raises(TypeError, match="__dlpack__"):
+        tally.reduce_segments(x, "0 10")
+    with pytest.raises(ValueError, match="ddof -2"):
+        tally.stats_segments(x, [0, 10], ddof=-2)
+    with pytest.raises(ValueError, match="nan must be"):
+        tally.stats_segments(x, [0, 10], nan="skip")
+    with pytest.raises(TypeError, match="not bool"):
+        tally.stats_segments(np.ones(4, np.bool_), [0, 4])
+    g = tally._Segments(x, np.array([0, 3, 3, 10], np.int32), None, None, "t")  # host ints become int64
+    assert (g.segments, g.host, g.csr, g.stream, g.parts[0][1].dtype) == (3, True, True, 0, np.int64)
+    g = tally._Segments(x, range(4), [5, 6, 7, 8], None, "t")
+    assert (g.segments, g.csr) == (4, False) and g.parts[1][1].tolist() == [5, 6, 7, 8]
+
+
 def test_whole_array_results_read_like_any_result():
     # The per-call path's Result subclass: the fixed fields as class attributes (one class per
     # dtype and op), the rest in the base class's slots; no instance dictionary.

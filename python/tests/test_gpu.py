@@ -234,6 +234,159 @@ def test_jax_arrays_are_read_in_place():
     assert tally.sum(jax.numpy.ones(1000, dtype=jax.numpy.bfloat16)).item() == 1000.0
 
 
+# ---- ragged segments -------------------------------------------------------------------------------
+def ragged_offsets(n, segments, rng):
+    """CSR offsets of `segments` segments over n elements: heavy-tailed lengths, about a fifth
+    empty, the last ending at n."""
+    lengths = np.floor(rng.pareto(1.2, segments) * 8).astype(np.int64)
+    lengths[rng.random(segments) < 0.2] = 0
+    if lengths.sum() == 0:
+        lengths[0] = 1
+    cut = np.concatenate([[0], np.cumsum(lengths)])
+    return np.minimum(np.round(cut * (n / cut[-1])).astype(np.int64), n)
+
+
+def segment_reference(a, begins, ends, op):
+    """numpy over each segment; None where the segment is empty (the op's identity there)."""
+    out = []
+    for b, e in zip(begins, ends):
+        out.append(None if e == b else reference(a[b:e], op))
+    return out
+
+
+def f32_rounded(q):
+    """The exact rational q rounded once to float32, to nearest with ties to even."""
+    from fractions import Fraction
+    f = np.float32(float(q))  # within an ulp of q (double rounding may miss by one)
+    best = None
+    for c in (np.nextafter(f, np.float32(-np.inf)), f, np.nextafter(f, np.float32(np.inf))):
+        d = abs(Fraction(float(c)) - q)
+        if best is None or d < best[0] or (d == best[0] and int(c.view(np.uint32)) % 2 == 0):
+            best = (d, c)
+    return float(best[1])
+
+
+def offsets_in(make, h):
+    """The offsets as the maker's kind of array (int64), or as a list for the host."""
+    return h.tolist() if make is None else make(h)
+
+
+@pytest.mark.parametrize("name,make", makers())
+def test_segments_match_numpy_for_every_framework(name, make):
+    n = 20_011
+    a = RNG.uniform(-1, 1, n).astype(np.float32)
+    a[RNG.integers(0, n, 40)] = 0.5  # ties for argmin/argmax inside segments
+    off = ragged_offsets(n, 301, RNG)
+    x = make(a)
+    for offsets in (make(off), off.tolist()):  # on the input's device (or host), and a list
+        for op in ("sum", "min", "max", "argmin", "argmax", "mean"):
+            r = tally.reduce_segments(x, offsets, op)
+            got = r.numpy() if isinstance(r, tally.Result) else r
+            assert got.shape == (301,), (name, op, got.shape)
+            want = segment_reference(a, off[:-1], off[1:], op)
+            empty = -1 if op in ("argmin", "argmax") else tally.reduce_value(np.empty(0, np.float32), op)
+            for s, w in enumerate(want):
+                if w is None:  # the op's identity, as reduce of no elements (mean: NaN)
+                    assert got[s] == empty or (math.isnan(got[s]) and math.isnan(empty)), (name, op, s, got[s])
+                elif op in ("sum", "mean"):  # f32 rounding: a few ulps of the sum of magnitudes
+                    seg = a[off[s]:off[s + 1]].astype(np.float64)
+                    tol = 4e-6 * np.abs(seg).sum() / (seg.size if op == "mean" else 1) + 1e-7
+                    assert abs(float(got[s]) - w) <= tol, (name, op, s, got[s], w)
+                else:
+                    assert got[s] == w, (name, op, s, got[s], w)
+
+
+def test_segments_as_begins_and_ends_in_any_order_with_integers_exact():
+    n = 50_000
+    a = RNG.integers(-2**31, 2**31 - 1, n, dtype=np.int64).astype(np.int32)
+    begins = RNG.integers(0, n, 200)
+    ends = np.minimum(begins + RNG.integers(0, 3000, 200), n)
+    ends[::17] = begins[::17]  # empty segments
+    got = tally.reduce_segments(a, begins, "sum", ends=ends)  # host input, host offsets: a NumPy array
+    assert isinstance(got, np.ndarray)
+    assert got.tolist() == [int(a[b:e].astype(np.int64).sum()) for b, e in zip(begins, ends)]
+    if cupy is not None:
+        x = cupy.asarray(a)
+        r = tally.reduce_segments(x, cupy.asarray(begins), "max", ends=cupy.asarray(ends))
+        empty = tally.reduce_value(np.empty(0, np.int32), "max")
+        want = [int(a[b:e].max()) if e > b else empty for b, e in zip(begins, ends)]
+        assert r.numpy().tolist() == want
+        for op in ("bit_xor", "argmax"):
+            got = tally.reduce_segments(x, begins, op, ends=ends).numpy().tolist()
+            for s, (b, e) in enumerate(zip(begins, ends)):
+                if e == b:
+                    continue
+                w = int(np.bitwise_xor.reduce(a[b:e])) if op == "bit_xor" else int(np.argmax(a[b:e]))
+                assert got[s] == w, (op, s)
+
+
+def test_exact_segment_sums_are_the_exact_sums_rounded_once():
+    from fractions import Fraction
+    n = 30_000
+    a = (RNG.standard_normal(n) * np.exp2(RNG.integers(-30, 30, n))).astype(np.float32)
+    off = ragged_offsets(n, 64, RNG)
+    got = tally.reduce_segments(a, off, "sum", mode="exact")
+    for s in range(64):
+        q = sum((Fraction(float(v)) for v in a[off[s]:off[s + 1]]), Fraction(0))
+        assert float(got[s]) == f32_rounded(q), (s, got[s])
+        if off[s + 1] > off[s]:  # the same bits as the whole-array exact sum of that segment
+            assert float(got[s]) == tally.sum_value(a[off[s]:off[s + 1]].copy(), mode="exact")
+
+
+@pytest.mark.skipif(torch is None or not torch.cuda.is_available(), reason="needs torch with CUDA")
+def test_segments_bad_offsets_name_the_segment_and_write_nothing():
+    x = torch.arange(100, dtype=torch.float32, device="cuda")
+    with pytest.raises(tally.TallyError, match=r"reduce_segments.*segment 2 \[50, 40\).*out of order"):
+        tally.reduce_segments(x, torch.tensor([0, 10, 50, 40, 100], device="cuda"))
+    with pytest.raises(tally.TallyError, match=r"segment 1 \[10, 101\).*past n = 100"):
+        tally.reduce_segments(x, [0, 10, 101])
+    with pytest.raises(tally.TallyError, match=r"segment 0 \[-1, 10\).*negative"):
+        tally.stats_segments(x, [-1, 10])
+    r = tally.reduce_segments(x, [0, 10, 101], unsafe=True)  # no wait: found when read
+    with pytest.raises(tally.TallyError, match="segment 1"):
+        r.tolist()
+    with pytest.raises(TypeError, match="int64"):
+        tally.reduce_segments(x, torch.tensor([0, 10], dtype=torch.int32, device="cuda"))
+    ok = tally.reduce_segments(x, [0, 10, 100], unsafe=True)
+    assert ok.tolist() == [45.0, 4905.0]
+    assert tally.reduce_segments(x, [0]).numpy().shape == (0,)  # no segments
+    out = tally.reduce_segments(x, [0, 50, 100])
+    tally.reduce_segments(x * 2, [0, 1, 2], out=out)  # results into an earlier call's
+    assert out.tolist() == [0.0, 2.0]
+    assert torch.equal(torch.from_dlpack(tally.reduce_segments(x, [0, 4, 4, 9], "argmax")).cpu(),
+                       torch.tensor([3, -1, 4]))
+
+
+@pytest.mark.skipif(torch is None or not torch.cuda.is_available(), reason="needs torch with CUDA")
+def test_segments_on_a_side_stream_with_host_offsets():
+    # Host offsets are copied on the call's stream: a side stream's reduction reads them whole.
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        for k in range(20):
+            x = torch.full((1 << 16,), float(k), device="cuda")
+            r = tally.reduce_segments(x, list(range(0, (1 << 16) + 1, 1 << 12)), unsafe=True)
+            assert r._stream == side.cuda_stream
+            assert r.tolist() == [4096.0 * k] * 16
+
+
+@pytest.mark.parametrize("name,make", makers())
+def test_segment_stats_match_numpy(name, make):
+    n = 12_345
+    a = RNG.uniform(-3, 5, n).astype(np.float64)
+    off = ragged_offsets(n, 97, RNG)
+    st = tally.stats_segments(make(a), make(off), ddof=1)
+    assert st["count"] == np.diff(off).tolist()
+    for s in range(97):
+        seg = a[off[s]:off[s + 1]]
+        if seg.size == 0:
+            assert math.isnan(st["variance"][s])
+            continue
+        assert math.isclose(st["mean"][s], seg.mean(), rel_tol=1e-12, abs_tol=1e-12), (name, s)
+        assert st["min"][s] == seg.min() and st["max"][s] == seg.max()
+        if seg.size > 1:
+            assert math.isclose(st["variance"][s], seg.var(ddof=1), rel_tol=1e-10), (name, s)
+
+
 README = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
 
 
