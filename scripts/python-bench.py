@@ -3,7 +3,8 @@
 tally.sum(x) called in a loop with results left on the device vs x.sum() (torch) and cupy.sum(x),
 sizes 2^10..2^30; the Python layer's cost over the C++ call (tally::reduce called in a C++ loop in
 this process, into a preallocated result, with the options tally.sum uses for a torch tensor); row
-and column sums against torch's; ragged segments against torch.segment_reduce. Times are CUDA events around a loop of calls (host launch cost
+and column sums against torch's; ragged segments against torch.segment_reduce (--tables picks
+tables). Times are CUDA events around a loop of calls (host launch cost
 included), median of 5 loops, the best of 4 such medians taken alternately, after a second of
 warm-up calls. Last, the Python layer piece by piece: host time per call of each step of
 tally.sum(t) at 2^10 (time.perf_counter_ns around loops of calls).
@@ -144,6 +145,9 @@ def main():
                     help="which tables, comma-separated: sums, shapes (rows and columns), segments, layer")
     args = ap.parse_args()
     tables = set(args.tables.split(","))
+    unknown = tables - {"sums", "shapes", "segments", "layer"}
+    if unknown:
+        ap.error(f"--tables: unknown {', '.join(sorted(unknown))} (sums, shapes, segments, layer)")
     assert torch is not None and torch.cuda.is_available(), "needs torch with CUDA"
     rows = []
     warm_up()

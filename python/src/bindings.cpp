@@ -267,9 +267,11 @@ NB_MODULE(_tally, m) {
   // The results of count reductions at d (as reduce writes them) decoded on the host.
   m.def(
       "results_to_host",
-      [](std::uintptr_t d, std::uint64_t count, const std::string& t, const std::string& o, std::uintptr_t stream) {
+      [](std::uintptr_t d, std::uint64_t count, const std::string& t, const std::string& o, std::uintptr_t stream,
+         int device) {
         std::vector<tally::value> vs;
         {
+          const device_guard on(device);  // the stream (0: the legacy one) is that GPU's
           nb::gil_scoped_release unlocked;
           vs = tally::results_to_values(ptr(d), count, dtype_of(t), op_of(o), stream_of(stream));
         }
@@ -277,12 +279,13 @@ NB_MODULE(_tally, m) {
         for (const tally::value& v : vs) values.append(number(v)), indices.append(v.index);
         return nb::make_tuple(values, indices);
       },
-      "d"_a, "count"_a, "dtype"_a, "op"_a, "stream"_a = 0);
+      "d"_a, "count"_a, "dtype"_a, "op"_a, "stream"_a = 0, "device"_a = -1);
   m.def(
       "stats_to_host",
-      [](std::uintptr_t d, std::uint64_t count, std::uintptr_t stream) {
+      [](std::uintptr_t d, std::uint64_t count, std::uintptr_t stream, int device) {
         std::vector<tally::stats> ss;
         {
+          const device_guard on(device);
           nb::gil_scoped_release unlocked;
           ss = tally::stats_to_host(ptr(d), count, stream_of(stream));
         }
@@ -290,7 +293,7 @@ NB_MODULE(_tally, m) {
         for (const tally::stats& s : ss) out.append(stats_dict(s));
         return out;
       },
-      "d"_a, "count"_a, "stream"_a = 0);
+      "d"_a, "count"_a, "stream"_a = 0, "device"_a = -1);
   // Makes `consumer` wait for the work enqueued so far on `producer` (the CUDA array interface's
   // stream handshake); 0 is the legacy default stream.
   m.def("stream_wait", [](std::uintptr_t producer, std::uintptr_t consumer) {

@@ -299,8 +299,9 @@ class Result:
                 "version": 3, "strides": strides, "stream": self._stream or 1, "itemsize": itemsize}
 
     def _verify(self):
-        # Results of reduce_segments(..., unsafe=True): the offsets are checked before the first
-        # read on the host (bad offsets left the results unwritten: TallyError names the segment).
+        # Results of reduce_segments(..., unsafe=True): the offsets are checked before a read on
+        # the host, until they pass (bad offsets left the results unwritten: TallyError names the
+        # segment, at every read).
         seg = self._segments
         if seg is not None:
             _check_segments(*seg, self._stream, "tally.reduce_segments")
@@ -309,17 +310,19 @@ class Result:
     def tolist(self):
         self._verify()
         if self._stats:
-            out = _tally.stats_to_host(self.address, self._count, self._stream)
+            out = _tally.stats_to_host(self.address, self._count, self._stream, self._buffer.device)
             return _shape_list(out, self.shape)
         op = "argmax" if self._arg else self._op if self._op != "dot" else "sum"
         dtype = self._dtype if self._op != "dot" else self._rtype
-        values, indices = _tally.results_to_host(self.address, self._count, dtype, op, self._stream)
+        values, indices = _tally.results_to_host(self.address, self._count, dtype, op, self._stream,
+                                                 self._buffer.device)
         return _shape_list(indices if self._arg else values, self.shape)
 
     def values(self):
         """argmin/argmax: the extreme values (with the indices, .tolist() / .item())."""
         self._verify()
-        values, _ = _tally.results_to_host(self.address, self._count, self._dtype, self._op, self._stream)
+        values, _ = _tally.results_to_host(self.address, self._count, self._dtype, self._op, self._stream,
+                                           self._buffer.device)
         return _shape_list(values, self.shape)
 
     def item(self):
@@ -500,12 +503,8 @@ def reduce(x, op="sum", axis=None, *, nan="propagate", mode="fast", stream=None,
     a = _as_array(x, stream)
     _plan(a.dtype, op, nan, mode, f"tally.{op}")  # the arguments checked (once per combination)
     ax = _axes(axis, len(a.shape), f"tally.{op}")
-    if out is not None and not isinstance(out, Result):
-        raise TypeError(f"tally.{op}: out must be a Result from an earlier tally call, not {type(out).__name__}")
+    _out_arg(out, a.device == "cpu", f"tally.{op}", "result is a Python number or a NumPy array")
     if a.device == "cpu":
-        if out is not None:
-            raise ValueError(f"tally.{op}: out= is for device inputs (a host input's result is a Python number "
-                             "or a NumPy array)")
         if ax is None:
             v, index = _tally.reduce_value(a.address, a.n, a.dtype, op, nan, mode, 0)
             return index if op in ("argmin", "argmax") else v
@@ -528,11 +527,17 @@ def _to_device(a, ordinal=None, stream=-1):
                   ordinal is not None)
 
 
-def _result_or_out(out, shape, dtype, op, stream, ordinal, what):
-    """A new Result for shape results of (dtype, op), or out (a Result of an earlier call) checked
-    to hold exactly those, on the same GPU and stream."""
-    if out is None:
-        return Result(shape, dtype, op, stream, ordinal)
+def _out_arg(out, host, what, host_gives):
+    """out= as given: None, or a Result of an earlier call, and only for device inputs."""
+    if out is not None and not isinstance(out, Result):
+        raise TypeError(f"{what}: out must be a Result from an earlier tally call, not {type(out).__name__}")
+    if out is not None and host:
+        raise ValueError(f"{what}: out= is for device inputs (a host input's {host_gives})")
+
+
+def _check_out(out, shape, dtype, op, stream, ordinal, what):
+    """out (a Result of an earlier call) holds exactly shape results of (dtype, op), on the same
+    GPU and stream as this call."""
     if out.shape != shape or out._op != op or out._dtype != dtype:
         raise ValueError(f"{what}: out holds {out.shape} {out._op} results of {out._dtype}, this call gives "
                          f"{shape} {op} results of {dtype}")
@@ -541,9 +546,6 @@ def _result_or_out(out, shape, dtype, op, stream, ordinal, what):
     if out._stream != stream:
         raise ValueError(f"{what}: out was made on stream {out._stream:#x} and this call runs on {stream:#x}: "
                          "reuse out only on its own stream")
-    if out._segments is not None:
-        out._segments = None  # the earlier call's unchecked offsets no longer matter
-    return out
 
 
 def _reduce_device(a, op, ax, nan, mode, out):
@@ -555,7 +557,9 @@ def _reduce_device(a, op, ax, nan, mode, out):
         r = _new_result(p[6])
         r._buffer, r._stream, r._keep = buf, a.stream, a.keep
         return r
-    res = _result_or_out(out, shape, a.dtype, op, a.stream, a.ordinal, f"tally.{op}")
+    if out is not None:
+        _check_out(out, shape, a.dtype, op, a.stream, a.ordinal, f"tally.{op}")
+    res = out if out is not None else Result(shape, a.dtype, op, a.stream, a.ordinal)
     # out= is a Result (tally's own buffer) or was refused above: only the input needs checking.
     if ax is None:
         _tally.reduce(a.address, a.n, p[0], p[1], res.address, p[2], p[3], a.stream, device, not a.trusted)
@@ -563,6 +567,8 @@ def _reduce_device(a, op, ax, nan, mode, out):
         _tally.reduce_axis(a.address, list(a.shape) or [1], ax[0], ax[1], p[0], p[1], res.address, p[2], p[3], a.stream,
                            device, not a.trusted)
     res._keep = a.keep
+    if res._segments is not None:
+        res._segments = None  # written now: an earlier call's unchecked offsets no longer matter
     return res
 
 
@@ -673,8 +679,11 @@ def dot(x, y, *, mode="fast", stream=None):
 _STAT_FIELDS = ("count", "sum", "min", "max", "mean", "m2")
 
 
-def _stats_args(ddof, nan, what):
-    """ddof as an int (0 or more) and nan checked: ValueError / TypeError naming what."""
+def _stats_args(dtype, ddof, nan, what):
+    """The input's dtype (numbers, not bool), ddof as an int (0 or more) and nan checked:
+    TypeError / ValueError naming what."""
+    if dtype == "b8":
+        raise TypeError(f"{what}: stats need numbers, not bool")
     ddof = _index(ddof, what, "ddof", "an int")
     if ddof < 0:
         raise ValueError(f"{what}: ddof {ddof}: must be 0 or more")
@@ -695,9 +704,7 @@ def stats(x, axis=None, *, ddof=0, nan="propagate", stream=None):
     """count, sum, min, max, mean, variance and std (with ddof) in one read, as a dict (along an
     axis: a dict of lists)."""
     a = _as_array(x, stream)
-    if a.dtype == "b8":
-        raise TypeError("tally.stats: stats need numbers, not bool")
-    ddof = _stats_args(ddof, nan, "tally.stats")
+    ddof = _stats_args(a.dtype, ddof, nan, "tally.stats")
     ax = _axes(axis, len(a.shape), "tally.stats")
     if ax is None:
         records = [_tally.stats_value(a.address, a.n, a.dtype, nan, a.stream)]
@@ -707,7 +714,7 @@ def stats(x, axis=None, *, ddof=0, nan="propagate", stream=None):
         shape = a.shape[:ax[0]] + a.shape[ax[0] + ax[1]:]
         res = Result(shape, a.dtype, "stats", a.stream)
         _tally.stats_axis(a.address, list(a.shape), ax[0], ax[1], a.dtype, res.address, nan, a.stream)
-        records = _tally.stats_to_host(res.address, _prod(shape), a.stream)
+        records = _tally.stats_to_host(res.address, _prod(shape), a.stream, res._buffer.device)
     _with_variance(records, ddof)
     if not shape:
         return records[0]
@@ -716,13 +723,13 @@ def stats(x, axis=None, *, ddof=0, nan="propagate", stream=None):
 
 # ---- ragged segments -------------------------------------------------------------------------------
 def _host_offsets(v, what, name):
-    """Offsets given on the host (a NumPy array, a list, a range): a contiguous 1-D int64 NumPy
-    array (integers only: TypeError for floats or bools)."""
+    """Offsets given on the host (a NumPy array, a list, a range, a CPU tensor): a contiguous 1-D
+    int64 NumPy array (integers only: TypeError for floats or bools)."""
     import numpy as np
     h = np.asarray(v)
     if h.size == 0 and isinstance(v, (list, tuple, range)):
         h = h.astype(np.int64)  # [] reads as float64: no values to be anything else
-    if h.dtype.kind not in "iu" or h.dtype == np.bool_:
+    if h.dtype.kind not in "iu":
         raise TypeError(f"{what}: {name} must hold integers (int64), not {h.dtype}")
     if h.ndim != 1:
         raise ValueError(f"{what}: {name} must be 1-D, not of shape {h.shape}")
@@ -732,9 +739,10 @@ def _host_offsets(v, what, name):
 
 
 def _offsets_of(v, stream, what, name):
-    """(device _Array, None) for offsets on a GPU (read in place: int64, 1-D, contiguous), or
-    (None, host int64 array) for offsets on the host (uploaded by the caller)."""
-    if isinstance(v, (list, tuple, range)):
+    """(device _Array, None) for offsets on a GPU (read in place: int64, 1-D, contiguous; on their
+    own framework's stream unless stream= names one), or (None, host int64 array) for offsets on
+    the host (uploaded by the caller)."""
+    if isinstance(v, (list, tuple, range)) or hasattr(v, "__array_interface__"):
         return None, _host_offsets(v, what, name)
     o = _as_array(v, stream)
     if o.device == "cpu":
@@ -756,50 +764,58 @@ class _Segments:
     def __init__(self, x, offsets, ends, stream, what):
         a = self.a = _as_array(x, stream)
         self.host, self.csr = a.device == "cpu", ends is None
-        s = a.stream if a.device == "cuda" else _stream_arg(stream)
-        self.parts = [_offsets_of(offsets, s, what, "offsets")]
+        given = _stream_arg(stream)
+        self.parts = [_offsets_of(offsets, given, what, "offsets")]
         if ends is not None:
-            self.parts.append(_offsets_of(ends, s, what, "ends"))
+            self.parts.append(_offsets_of(ends, given, what, "ends"))
         lengths = [o.n if o is not None else h.size for o, h in self.parts]
         if self.csr and lengths[0] == 0:
             raise ValueError(f"{what}: offsets (CSR) hold segments + 1 entries, at least one; got none")
         if not self.csr and lengths[0] != lengths[1]:
             raise ValueError(f"{what}: {lengths[0]} begins (offsets) and {lengths[1]} ends")
         self.segments = lengths[0] - 1 if self.csr else lengths[0]
-        on_gpu = [o for o, _ in self.parts if o is not None]
-        ordinals = {o.ordinal for o in on_gpu if o.ordinal is not None}
+        self.on_gpu = [o for o, _ in self.parts if o is not None]
+        ordinals = {o.ordinal for o in self.on_gpu if o.ordinal is not None}
         if a.device == "cuda" and a.ordinal is not None:
             ordinals.add(a.ordinal)
         if len(ordinals) > 1:
             raise ValueError(f"{what}: the input and its offsets are on different GPUs ({sorted(ordinals)})")
         self.ordinal = next(iter(ordinals)) if ordinals else None
         # The call's stream: the input's, else the device offsets', else the one given (or 0).
-        self.stream = a.stream if a.device == "cuda" else on_gpu[0].stream if on_gpu else (s or 0)
+        self.stream = (a.stream if a.device == "cuda" else self.on_gpu[0].stream if self.on_gpu
+                       else (given or 0))
 
     def place(self):
-        """Copies what is on the host to the GPU (ordered on the call's stream); sets a (the input
-        on the GPU), ordinal, begin and end (device addresses), keep and trusted."""
+        """Orders the call's stream after the offsets' producers, copies what is on the host to
+        the GPU (on the call's stream); sets a (the input on the GPU), ordinal, device, begin and
+        end (device addresses), keep and trusted."""
+        for o in self.on_gpu:
+            if o.stream != self.stream:
+                _tally.stream_wait(o.stream, self.stream)  # offsets made on another stream
         if self.host:
             device = self.ordinal if self.ordinal is not None else _tally.current_device()
             self.a = _to_device(self.a, device, self.stream)
             self.ordinal = device
         a = self.a
         keep, addresses, self.trusted = [a.keep], [], a.trusted
+        device = _tally.current_device() if self.ordinal is None else self.ordinal
         for o, h in self.parts:
             if o is not None:
                 keep.append(o.keep)
                 addresses.append(o.address)
                 self.trusted = self.trusted and o.trusted
                 continue
-            device = _tally.current_device() if self.ordinal is None else self.ordinal
-            buf = _tally.DeviceBuffer(_builtins.max(h.nbytes, 8), device, 0, False)  # not kept in the pool
+            # Pooled by (GPU, stream, size): a call of unchecked offsets does not wait for a
+            # cudaFree; the copy is ordered on the call's stream, and h is kept while it may run
+            # (pinned host memory is copied asynchronously).
+            buf = _tally.DeviceBuffer(h.nbytes, device, self.stream, True)
             buf.upload(h.ctypes.data, h.nbytes, self.stream)
-            keep.append(buf)
+            keep.append((buf, h))
             addresses.append(buf.address)
         self.begin = addresses[0]
         self.end = addresses[0] + 8 if self.csr else addresses[1]
         self.keep = tuple(keep)
-        self.device = -1 if self.ordinal is None else self.ordinal
+        self.device = device
         return self
 
 
@@ -818,30 +834,35 @@ def reduce_segments(x, offsets, op="sum", *, ends=None, nan="propagate", mode="f
     An empty segment gives the op's identity (argmin/argmax: index -1); argmin/argmax give the
     index inside the segment; exact mode is the exact sum of each segment rounded once.
 
-    Offsets on the GPU (torch, cupy, JAX, numba int64 arrays on x's GPU) are read in place; host
-    offsets (NumPy, lists) are uploaded. Device inputs give a Result of shape (segments,) on the
-    GPU, host inputs a NumPy array. The offsets are checked first (0 <= begin <= end <= x.size;
-    TallyError names the first bad segment; this waits for the stream, as torch's checks do);
-    unsafe=True skips that wait: bad offsets then leave the results unwritten, which the Result's
-    readers (.tolist(), .item(), .numpy()) find and raise, but a framework that takes the results
-    through DLPack or the array interface does not."""
+    Offsets on the GPU (torch, cupy, JAX, numba int64 arrays on x's GPU) are read in place, after
+    the work their own stream has queued; host offsets (NumPy, lists) are uploaded. Device inputs
+    give a Result of shape (segments,) on the GPU, host inputs a NumPy array. The offsets are
+    checked first (0 <= begin <= end <= x.size; TallyError names the first bad segment; this waits
+    for the stream, as torch's checks do); unsafe=True skips that wait: bad offsets then leave the
+    results unwritten, which the Result's readers (.tolist(), .item(), .numpy(), .values(),
+    float(), int(), bool()) find and raise, if the offsets are unchanged until then, but a
+    framework that takes the results through DLPack or the array interface does not."""
     what = f"tally.reduce_segments({op!r})"
+    if not isinstance(unsafe, bool) and type(unsafe).__name__ != "bool_":
+        raise TypeError(f"{what}: unsafe must be True or False, not {type(unsafe).__name__}")
     g = _Segments(x, offsets, ends, stream, what)
     p = _plan(g.a.dtype, op, nan, mode, what)
-    if g.host and out is not None:
-        raise ValueError(f"{what}: out= is for device inputs (a host input's results are a NumPy array)")
-    if out is not None and not isinstance(out, Result):
-        raise TypeError(f"{what}: out must be a Result from an earlier tally call, not {type(out).__name__}")
+    _out_arg(out, g.host, what, "results are a NumPy array")
+    if out is not None:
+        _check_out(out, (g.segments,), g.a.dtype, op, g.stream, g.ordinal, what)
+    if g.host and not g.segments:
+        import numpy as np
+        return np.empty(0, np.int64 if op in ("argmin", "argmax") else np.dtype(_TO_CODE[p[4]]))
     g.place()
     a, s = g.a, g.stream
-    res = _result_or_out(out, (g.segments,), a.dtype, op, s, g.ordinal, what)
+    res = out if out is not None else Result((g.segments,), a.dtype, op, s, g.ordinal)
     if g.segments and not unsafe:
         _check_segments(g.begin, g.end, g.segments, a.n, g.ordinal, s, what)
     if g.segments:
         _tally.reduce_segments(a.address, a.n, g.begin, g.end, g.segments, p[0], p[1], res.address, p[2], p[3], s,
                                g.device, not g.trusted)
-        if unsafe:
-            res._segments = (g.begin, g.end, g.segments, a.n, g.ordinal)
+    # Set once the call is queued: a failed call leaves out as it was, its pending check included.
+    res._segments = (g.begin, g.end, g.segments, a.n, g.ordinal) if unsafe and g.segments else None
     res._keep = g.keep
     return res.numpy() if g.host else res
 
@@ -850,10 +871,8 @@ def stats_segments(x, offsets, *, ends=None, ddof=0, nan="propagate", stream=Non
     """count, sum, min, max, mean, m2, variance and std of each ragged segment of x (read flat;
     offsets as for reduce_segments), as a dict of lists of one entry per segment (blocking)."""
     what = "tally.stats_segments"
-    ddof = _stats_args(ddof, nan, what)
     g = _Segments(x, offsets, ends, stream, what)
-    if g.a.dtype == "b8":
-        raise TypeError(f"{what}: stats need numbers, not bool")
+    ddof = _stats_args(g.a.dtype, ddof, nan, what)
     records = []
     if g.segments:
         g.place()
@@ -862,7 +881,7 @@ def stats_segments(x, offsets, *, ends=None, ddof=0, nan="propagate", stream=Non
         res = Result((g.segments,), a.dtype, "stats", s, g.ordinal)
         _tally.stats_segments(a.address, a.n, g.begin, g.end, g.segments, a.dtype, res.address, nan, s, g.device)
         res._keep = g.keep
-        records = _tally.stats_to_host(res.address, g.segments, s)
+        records = _tally.stats_to_host(res.address, g.segments, s, g.device)
     _with_variance(records, ddof)
     return {k: [r[k] for r in records] for k in _STAT_FIELDS + ("variance", "std")}
 

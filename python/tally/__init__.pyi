@@ -73,10 +73,11 @@ def dot(x: Array, y: Array, *, mode: Mode = "fast", stream: Stream = None) -> Re
 # count, sum, min, max, mean, m2, variance, std (along axes: each a nested list of the axes' shape).
 def stats(x: Array, axis: Axis = None, *, ddof: int = 0, nan: Nan = "propagate",
           stream: Stream = None) -> dict[str, Any]: ...
-# Ragged segments of x read flat: offsets CSR (segments + 1 int64 entries), or the begins with ends=.
+# Ragged segments of x read flat: offsets CSR (segments + 1 int64 entries), or the begins with ends=;
+# a Result on the GPU for device inputs, a NumPy array for host inputs.
 def reduce_segments(x: Array, offsets: Array, op: Op = "sum", *, ends: Array | None = None, nan: Nan = "propagate",
                     mode: Mode = "fast", stream: Stream = None, out: Result | None = None,
-                    unsafe: bool = False) -> Reduced: ...
+                    unsafe: bool = False) -> Result | Any: ...
 def stats_segments(x: Array, offsets: Array, *, ends: Array | None = None, ddof: int = 0, nan: Nan = "propagate",
                    stream: Stream = None) -> dict[str, Any]: ...
 def reduce_value(x: Array, op: Op = "sum", *, nan: Nan = "propagate", mode: Mode = "fast",

@@ -180,6 +180,11 @@ def test_segment_arguments_are_checked_before_any_gpu_work():
         tally.reduce_segments(x, [0, 10], out=tally.Result.__new__(tally.Result))
     with pytest.raises(TypeError, match="__dlpack__"):
         tally.reduce_segments(x, "0 10")
+    with pytest.raises(TypeError, match="unsafe must be True or False"):
+        tally.reduce_segments(x, [0, 10], unsafe="no")
+    assert tally.reduce_segments(x, [0]).dtype == np.float32  # no segments: nothing on the GPU
+    assert tally.reduce_segments(x, [4], "argmax").dtype == np.int64
+    assert tally.stats_segments(x, [3])["count"] == []
     with pytest.raises(ValueError, match="ddof -2"):
         tally.stats_segments(x, [0, 10], ddof=-2)
     with pytest.raises(ValueError, match="nan must be"):

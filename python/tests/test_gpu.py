@@ -353,6 +353,17 @@ def test_segments_bad_offsets_name_the_segment_and_write_nothing():
     out = tally.reduce_segments(x, [0, 50, 100])
     tally.reduce_segments(x * 2, [0, 1, 2], out=out)  # results into an earlier call's
     assert out.tolist() == [0.0, 2.0]
+    with pytest.raises(tally.TallyError, match="segment 0"):
+        tally.reduce_segments(x, [7, 3, 9], out=out)  # bad offsets: nothing written
+    assert out.tolist() == [0.0, 2.0]
+    tally.reduce_segments(x, [0, 3, 200], out=out, unsafe=True)  # bad, unchecked: nothing written
+    with pytest.raises(tally.TallyError, match=r"segment 1 \[5, 1\)"):
+        tally.reduce_segments(x, [0, 5, 1], out=out)  # a failing call keeps out's pending check
+    for _ in range(2):  # every read: the results belong to no call
+        with pytest.raises(tally.TallyError, match=r"segment 1 \[3, 200\)"):
+            out.tolist()
+    tally.reduce_segments(x, [0, 1, 2], out=out)  # a good call writes them, and the check goes
+    assert out.tolist() == [0.0, 1.0]
     assert torch.equal(torch.from_dlpack(tally.reduce_segments(x, [0, 4, 4, 9], "argmax")).cpu(),
                        torch.tensor([3, -1, 4]))
 
