@@ -295,9 +295,11 @@ NB_MODULE(_tally, m) {
       },
       "d"_a, "count"_a, "stream"_a = 0, "device"_a = -1);
   // Makes `consumer` wait for the work enqueued so far on `producer` (the CUDA array interface's
-  // stream handshake); 0 is the legacy default stream.
-  m.def("stream_wait", [](std::uintptr_t producer, std::uintptr_t consumer) {
+  // stream handshake); 0 is the legacy default stream. Both are streams of GPU `device` (made
+  // current for the call; -1: the current one), where the event is made and recorded.
+  m.def("stream_wait", [](std::uintptr_t producer, std::uintptr_t consumer, int device) {
     if (producer == consumer) return;
+    const device_guard on(device);
     cudaEvent_t e = nullptr;
     auto ok = [](cudaError_t r, const char* what) {
       if (r != cudaSuccess) throw tally::error(std::string("tally: ") + what + " failed: " + cudaGetErrorString(r));
@@ -307,7 +309,7 @@ NB_MODULE(_tally, m) {
     const cudaError_t r2 = r1 == cudaSuccess ? cudaStreamWaitEvent(reinterpret_cast<cudaStream_t>(consumer), e, 0) : r1;
     cudaEventDestroy(e);
     ok(r2, "making tally's stream wait for the producer's (cudaEventRecord / cudaStreamWaitEvent)");
-  });
+  }, "producer"_a, "consumer"_a, "device"_a = -1);
   m.def("current_device", [] {
     int d = 0;
     if (cudaGetDevice(&d) != cudaSuccess) (void)cudaGetLastError();

@@ -281,7 +281,7 @@ class Result:
 
     def __dlpack__(self, stream=None, **kwargs):
         if stream is not None and stream != -1:
-            _tally.stream_wait(self._stream, stream)  # 1, 2: the legacy / per-thread default streams
+            _tally.stream_wait(self._stream, stream, self._buffer.device)  # 1, 2: the legacy / per-thread streams
         return self._view().__dlpack__(**kwargs)
 
     def __dlpack_device__(self):
@@ -735,7 +735,7 @@ def _host_offsets(v, what, name):
         raise ValueError(f"{what}: {name} must be 1-D, not of shape {h.shape}")
     if h.dtype.kind == "u" and h.size and int(h.max()) > (1 << 63) - 1:
         raise ValueError(f"{what}: {name} holds {int(h.max())}, past int64")
-    return np.ascontiguousarray(h, dtype=np.int64)
+    return np.array(h, dtype=np.int64, copy=True)  # a copy: the caller's may be pinned, or change
 
 
 def _offsets_of(v, stream, what, name):
@@ -789,28 +789,28 @@ class _Segments:
         """Orders the call's stream after the offsets' producers, copies what is on the host to
         the GPU (on the call's stream); sets a (the input on the GPU), ordinal, device, begin and
         end (device addresses), keep and trusted."""
+        device = _tally.current_device() if self.ordinal is None else self.ordinal
         for o in self.on_gpu:
             if o.stream != self.stream:
-                _tally.stream_wait(o.stream, self.stream)  # offsets made on another stream
+                _tally.stream_wait(o.stream, self.stream, device)  # offsets made on another stream
         if self.host:
-            device = self.ordinal if self.ordinal is not None else _tally.current_device()
             self.a = _to_device(self.a, device, self.stream)
             self.ordinal = device
         a = self.a
         keep, addresses, self.trusted = [a.keep], [], a.trusted
-        device = _tally.current_device() if self.ordinal is None else self.ordinal
         for o, h in self.parts:
             if o is not None:
                 keep.append(o.keep)
                 addresses.append(o.address)
                 self.trusted = self.trusted and o.trusted
                 continue
-            # Pooled by (GPU, stream, size): a call of unchecked offsets does not wait for a
-            # cudaFree; the copy is ordered on the call's stream, and h is kept while it may run
-            # (pinned host memory is copied asynchronously).
-            buf = _tally.DeviceBuffer(h.nbytes, device, self.stream, True)
+            # Pooled by (GPU, stream, size; sizes rounded up to a power of two, so offsets of
+            # changing lengths reuse few buffers): a call of unchecked offsets does not wait for a
+            # cudaFree. The copy is ordered on the call's stream; h is the caller's offsets copied
+            # to pageable memory (_host_offsets), which the copy has staged when it returns.
+            buf = _tally.DeviceBuffer(_builtins.max(16, 1 << (h.nbytes - 1).bit_length()), device, self.stream, True)
             buf.upload(h.ctypes.data, h.nbytes, self.stream)
-            keep.append((buf, h))
+            keep.append(buf)
             addresses.append(buf.address)
         self.begin = addresses[0]
         self.end = addresses[0] + 8 if self.csr else addresses[1]
@@ -843,16 +843,17 @@ def reduce_segments(x, offsets, op="sum", *, ends=None, nan="propagate", mode="f
     float(), int(), bool()) find and raise, if the offsets are unchanged until then, but a
     framework that takes the results through DLPack or the array interface does not."""
     what = f"tally.reduce_segments({op!r})"
-    if not isinstance(unsafe, bool) and type(unsafe).__name__ != "bool_":
+    if not isinstance(unsafe, bool) and type(unsafe).__name__ not in ("bool", "bool_"):
         raise TypeError(f"{what}: unsafe must be True or False, not {type(unsafe).__name__}")
     g = _Segments(x, offsets, ends, stream, what)
     p = _plan(g.a.dtype, op, nan, mode, what)
     _out_arg(out, g.host, what, "results are a NumPy array")
     if out is not None:
         _check_out(out, (g.segments,), g.a.dtype, op, g.stream, g.ordinal, what)
-    if g.host and not g.segments:
+    if g.host and not g.segments:  # what Result.numpy() gives: float64, int64 or bool values
         import numpy as np
-        return np.empty(0, np.int64 if op in ("argmin", "argmax") else np.dtype(_TO_CODE[p[4]]))
+        kind = "i" if op in ("argmin", "argmax") else _TO_CODE[p[4]][0]
+        return np.empty(0, np.float64 if kind == "f" else np.bool_ if kind == "b" else np.int64)
     g.place()
     a, s = g.a, g.stream
     res = out if out is not None else Result((g.segments,), a.dtype, op, s, g.ordinal)
@@ -862,7 +863,8 @@ def reduce_segments(x, offsets, op="sum", *, ends=None, nan="propagate", mode="f
         _tally.reduce_segments(a.address, a.n, g.begin, g.end, g.segments, p[0], p[1], res.address, p[2], p[3], s,
                                g.device, not g.trusted)
     # Set once the call is queued: a failed call leaves out as it was, its pending check included.
-    res._segments = (g.begin, g.end, g.segments, a.n, g.ordinal) if unsafe and g.segments else None
+    # (res has shape (segments,): never a whole-array Result, whose _segments is a class constant.)
+    res._segments = (g.begin, g.end, g.segments, a.n, g.device) if unsafe and g.segments else None
     res._keep = g.keep
     return res.numpy() if g.host else res
 

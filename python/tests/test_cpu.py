@@ -182,7 +182,7 @@ def test_segment_arguments_are_checked_before_any_gpu_work():
         tally.reduce_segments(x, "0 10")
     with pytest.raises(TypeError, match="unsafe must be True or False"):
         tally.reduce_segments(x, [0, 10], unsafe="no")
-    assert tally.reduce_segments(x, [0]).dtype == np.float32  # no segments: nothing on the GPU
+    assert tally.reduce_segments(x, [0]).dtype == np.float64  # no segments: nothing on the GPU
     assert tally.reduce_segments(x, [4], "argmax").dtype == np.int64
     assert tally.stats_segments(x, [3])["count"] == []
     with pytest.raises(ValueError, match="ddof -2"):
@@ -193,6 +193,10 @@ def test_segment_arguments_are_checked_before_any_gpu_work():
         tally.stats_segments(np.ones(4, np.bool_), [0, 4])
     g = tally._Segments(x, np.array([0, 3, 3, 10], np.int32), None, None, "t")  # host ints become int64
     assert (g.segments, g.host, g.csr, g.stream, g.parts[0][1].dtype) == (3, True, True, 0, np.int64)
+    own = np.array([0, 3, 10], np.int64)
+    g = tally._Segments(x, own, None, None, "t")
+    assert not np.shares_memory(g.parts[0][1], own)  # uploaded from a copy of the caller's offsets
+    assert tally.reduce_segments(x, [1], "sum", unsafe=np.True_).shape == (0,)
     g = tally._Segments(x, range(4), [5, 6, 7, 8], None, "t")
     assert (g.segments, g.csr) == (4, False) and g.parts[1][1].tolist() == [5, 6, 7, 8]
 
