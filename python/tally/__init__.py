@@ -820,8 +820,9 @@ class _Segments:
 
 
 def _check_segments(begin, end, segments, n, device, stream, what):
+    """The offsets' check on GPU device (blocking): TallyError naming the call and the segment."""
     try:
-        _tally.check_segments(begin, end, segments, n, stream, -1 if device is None else device)
+        _tally.check_segments(begin, end, segments, n, stream, device)
     except TallyError as e:
         raise TallyError(f"{what}: {e}") from None
 
@@ -858,7 +859,7 @@ def reduce_segments(x, offsets, op="sum", *, ends=None, nan="propagate", mode="f
     a, s = g.a, g.stream
     res = out if out is not None else Result((g.segments,), a.dtype, op, s, g.ordinal)
     if g.segments and not unsafe:
-        _check_segments(g.begin, g.end, g.segments, a.n, g.ordinal, s, what)
+        _check_segments(g.begin, g.end, g.segments, a.n, g.device, s, what)
     if g.segments:
         _tally.reduce_segments(a.address, a.n, g.begin, g.end, g.segments, p[0], p[1], res.address, p[2], p[3], s,
                                g.device, not g.trusted)
@@ -879,7 +880,7 @@ def stats_segments(x, offsets, *, ends=None, ddof=0, nan="propagate", stream=Non
     if g.segments:
         g.place()
         a, s = g.a, g.stream
-        _check_segments(g.begin, g.end, g.segments, a.n, g.ordinal, s, what)
+        _check_segments(g.begin, g.end, g.segments, a.n, g.device, s, what)
         res = Result((g.segments,), a.dtype, "stats", s, g.ordinal)
         _tally.stats_segments(a.address, a.n, g.begin, g.end, g.segments, a.dtype, res.address, nan, s, g.device)
         res._keep = g.keep
