@@ -16,8 +16,10 @@
 #include <numeric>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "core/context.hpp"
+#include "core/policy.hpp"
 #include "numerics_reference.hpp"
 #include "support.hpp"
 
@@ -1006,7 +1008,9 @@ TEST(NumericsGpu, ExactSumRoundTestBoundsHalf) {
 // rounds from a counter that the kernel's last block resets): 512 MiB + 77 elements (past eight
 // times the H100's and the H200's L2) with exponents spread over 40 bits (many rounds take the
 // general path), a scalar head, called twice in a row (the counter must be back at zero) and as
-// a mean; f64 too. Against the exact reference, bit for bit.
+// a mean; f64 too. Against the exact reference, bit for bit, with the policy's chunks and with
+// chunks of 1-4 rounds, with and without a tail of one-round chunks (policy.hpp,
+// force_exact_chunks).
 template <class T>
 void run_exact_dynamic() {
   using R = acc_t<T>;
@@ -1020,6 +1024,16 @@ void run_exact_dynamic() {
     TRACE("exact sum " << to_string(t) << " n=" << n << " call " << call);
     ASSERT_TRUE(same_bits(reduce_value(d.get(), n, t, op::sum, nullptr, ex).f, rounded<R>(s)));
   }
+  struct restore {
+    ~restore() { core::force_exact_chunks(-1, -1); }
+  } restore_chunks;
+  const std::pair<int, int> chunks[] = {{1, 0}, {2, 0}, {3, 3}, {4, 2}, {2, 5}, {7, 1}};
+  for (const auto& [rounds, tail] : chunks) {
+    core::force_exact_chunks(rounds, tail);
+    TRACE("exact sum " << to_string(t) << " n=" << n << " chunks of " << rounds << " rounds, tail shift " << tail);
+    ASSERT_TRUE(same_bits(reduce_value(d.get(), n, t, op::sum, nullptr, ex).f, rounded<R>(s)));
+  }
+  core::force_exact_chunks(-1, -1);
   ASSERT_TRUE(same_bits(reduce_value(d.get(), n, t, op::mean, nullptr, ex).f, exact_mean<T>(s, n))) << "mean";
   // A prefix that stays in the L2 (the strided layout) right after: the counter was reset.
   const std::uint64_t m = 100003;

@@ -133,6 +133,29 @@ TEST(PolicyCpu, ForcedDepthWinsAndIsUndone) {
   EXPECT_EQ(core::choose_depth(p, family::plain, 1.0, 1e9), depth::deep);
 }
 
+// The exact sums' dynamic chunks: the policy's (at least two rounds, an eighth of the input in
+// one-round chunks at the end) on any GPU; forcing wins, out-of-range values are held to the
+// kernel's range, and -1 gives the policy's back.
+TEST(PolicyCpu, ExactChunksByPolicyUnlessForced) {
+  const auto p = make_policy(facts("NVIDIA H200", 132, 60 * MiB, 4814.0));
+  const auto other = make_policy(facts("A GPU nobody measured", 20, 16 * MiB, 800.0));
+  EXPECT_EQ(core::exact_chunk_rounds(p), 2);
+  EXPECT_EQ(core::exact_chunk_tail(p), 3);
+  EXPECT_EQ(core::exact_chunk_rounds(other), core::exact_chunk_rounds(p));
+  EXPECT_FALSE(core::forced_exact_chunks());
+  core::force_exact_chunks(5, 1);
+  EXPECT_TRUE(core::forced_exact_chunks());
+  EXPECT_EQ(core::exact_chunk_rounds(p), 5);
+  EXPECT_EQ(core::exact_chunk_tail(p), 1);
+  core::force_exact_chunks(0, 99);  // zero rounds: one; a shift past 63: 63
+  EXPECT_EQ(core::exact_chunk_rounds(p), 1);
+  EXPECT_EQ(core::exact_chunk_tail(p), 63);
+  core::force_exact_chunks(-1, -1);
+  EXPECT_FALSE(core::forced_exact_chunks());
+  EXPECT_EQ(core::exact_chunk_rounds(p), 2);
+  EXPECT_EQ(core::exact_chunk_tail(p), 3);
+}
+
 // The dynamic schedule's shape: the H100's entry says base (one block an SM), the H200's deep (two
 // an SM); the heavy ops and dot have no deep shape. A GPU nobody measured: base where one block
 // keeps kDynamicMergeMargin x its need in flight, else deep; force_depth wins.

@@ -117,15 +117,16 @@ NB_MODULE(_tally, m) {
   m.def(
       "reduce_value",
       [](std::uintptr_t p, std::uint64_t n, const std::string& t, const std::string& o, const std::string& nan,
-         const std::string& mode, std::uintptr_t stream) {
+         const std::string& mode, std::uintptr_t stream, int device) {
         tally::value v;
         {
+          const device_guard on(device);  // a device array's own GPU (-1: the current one)
           nb::gil_scoped_release unlocked;
           v = tally::reduce_value(ptr(p), n, dtype_of(t), op_of(o), stream_of(stream), options_of(nan, mode));
         }
         return nb::make_tuple(number(v), v.index);
       },
-      "p"_a, "n"_a, "dtype"_a, "op"_a, "nan"_a = "propagate", "mode"_a = "fast", "stream"_a = 0);
+      "p"_a, "n"_a, "dtype"_a, "op"_a, "nan"_a = "propagate", "mode"_a = "fast", "stream"_a = 0, "device"_a = -1);
   m.def("dtype_id", [](const std::string& t) { return static_cast<int>(dtype_of(t)); });
   m.def("op_id", [](const std::string& o) { return static_cast<int>(op_of(o)); });
   m.def("nan_id", [](const std::string& nan) { return static_cast<int>(options_of(nan, "fast").nan); });
@@ -171,37 +172,41 @@ NB_MODULE(_tally, m) {
   m.def(
       "dot_value",
       [](std::uintptr_t x, std::uintptr_t y, std::uint64_t n, const std::string& t, const std::string& mode,
-         std::uintptr_t stream) {
+         std::uintptr_t stream, int device) {
         const tally::options opt = options_of("propagate", mode);
         tally::value v;
         {
+          const device_guard on(device);
           nb::gil_scoped_release unlocked;
           v = tally::dot_value(ptr(x), ptr(y), n, dtype_of(t), stream_of(stream), opt);
         }
         return number(v);
       },
-      "x"_a, "y"_a, "n"_a, "dtype"_a, "mode"_a = "fast", "stream"_a = 0);
+      "x"_a, "y"_a, "n"_a, "dtype"_a, "mode"_a = "fast", "stream"_a = 0, "device"_a = -1);
   m.def(
       "dot",
       [](std::uintptr_t x, std::uintptr_t y, std::uint64_t n, const std::string& t, std::uintptr_t out,
-         const std::string& mode, std::uintptr_t stream) {
+         const std::string& mode, std::uintptr_t stream, int device) {
         const tally::options opt = options_of("propagate", mode);
+        const device_guard on(device);
         nb::gil_scoped_release unlocked;
         tally::dot(ptr(x), ptr(y), n, dtype_of(t), reinterpret_cast<void*>(out), stream_of(stream), opt);
       },
-      "x"_a, "y"_a, "n"_a, "dtype"_a, "out"_a, "mode"_a = "fast", "stream"_a = 0);
+      "x"_a, "y"_a, "n"_a, "dtype"_a, "out"_a, "mode"_a = "fast", "stream"_a = 0, "device"_a = -1);
   m.def(
       "stats_value",
-      [](std::uintptr_t p, std::uint64_t n, const std::string& t, const std::string& nan, std::uintptr_t stream) {
+      [](std::uintptr_t p, std::uint64_t n, const std::string& t, const std::string& nan, std::uintptr_t stream,
+         int device) {
         const tally::options opt = options_of(nan, "fast");
         tally::stats s;
         {
+          const device_guard on(device);
           nb::gil_scoped_release unlocked;
           s = tally::stats_value(ptr(p), n, dtype_of(t), stream_of(stream), opt);
         }
         return stats_dict(s);
       },
-      "p"_a, "n"_a, "dtype"_a, "nan"_a = "propagate", "stream"_a = 0);
+      "p"_a, "n"_a, "dtype"_a, "nan"_a = "propagate", "stream"_a = 0, "device"_a = -1);
   m.def(
       "reduce_axis",
       [](std::uintptr_t p, const std::vector<std::uint64_t>& dims, int axis, int count, int t, int o,
@@ -217,13 +222,15 @@ NB_MODULE(_tally, m) {
   m.def(
       "stats_axis",
       [](std::uintptr_t p, const std::vector<std::uint64_t>& dims, int axis, int count, const std::string& t,
-         std::uintptr_t out, const std::string& nan, std::uintptr_t stream) {
+         std::uintptr_t out, const std::string& nan, std::uintptr_t stream, int device) {
         const tally::options opt = options_of(nan, "fast");
+        const device_guard on(device);
         nb::gil_scoped_release unlocked;
         tally::stats_axis(ptr(p), dims.data(), static_cast<int>(dims.size()), axis, count, dtype_of(t),
                           reinterpret_cast<void*>(out), stream_of(stream), opt);
       },
-      "p"_a, "dims"_a, "axis"_a, "count"_a, "dtype"_a, "out"_a, "nan"_a = "propagate", "stream"_a = 0);
+      "p"_a, "dims"_a, "axis"_a, "count"_a, "dtype"_a, "out"_a, "nan"_a = "propagate", "stream"_a = 0,
+      "device"_a = -1);
   // Ragged segments: segment s is elements [begin[s], end[s]) of the n at p (int64 offsets in
   // device memory of the same GPU; the Python layer uploads host offsets). Only enqueues: bad
   // offsets are found on the device and then nothing is written (check_segments says which).

@@ -103,6 +103,12 @@ class _Array:
         self.n = _math.prod(self.shape) if n is None else n
 
 
+def _gpu(a):
+    """The GPU a native call makes current for input a: the producer's (-1: the current one, as for
+    host inputs and the CUDA array interface, which names no GPU)."""
+    return -1 if a.ordinal is None else a.ordinal
+
+
 def _contiguous(shape, strides, itemsize, what):
     """strides in elements (None: C order); ValueError unless C-contiguous."""
     if strides is None:
@@ -551,7 +557,7 @@ def _check_out(out, shape, dtype, op, stream, ordinal, what):
 def _reduce_device(a, op, ax, nan, mode, out):
     shape = () if ax is None else a.shape[:ax[0]] + a.shape[ax[0] + ax[1]:]
     p = _plan(a.dtype, op, nan, mode, f"tally.{op}")
-    device = -1 if a.ordinal is None else a.ordinal
+    device = _gpu(a)
     if out is None and ax is None:
         buf = _tally.reduce_new(a.address, a.n, p[0], p[1], p[2], p[3], a.stream, device, p[5], not a.trusted)
         r = _new_result(p[6])
@@ -576,7 +582,7 @@ def reduce_value(x, op="sum", *, nan="propagate", mode="fast", stream=None):
     """The blocking form: the reduction of all of x as a Python number (argmin/argmax: the index)."""
     a = _as_array(x, stream)
     _plan(a.dtype, op, nan, mode, f"tally.{op}")
-    v, index = _tally.reduce_value(a.address, a.n, a.dtype, op, nan, mode, a.stream)
+    v, index = _tally.reduce_value(a.address, a.n, a.dtype, op, nan, mode, a.stream, _gpu(a))
     return index if op in ("argmin", "argmax") else v
 
 
@@ -668,10 +674,13 @@ def dot(x, y, *, mode="fast", stream=None):
         raise TypeError(f"tally.dot: dot needs float vectors (float16, bfloat16, float32, float64), not {a.dtype}")
     if mode not in ("fast", "compensated", "exact"):
         raise ValueError(f"tally.dot: mode must be 'fast', 'compensated' or 'exact', not {mode!r}")
+    if a.ordinal is not None and b.ordinal is not None and a.ordinal != b.ordinal:
+        raise ValueError(f"tally.dot: x is on GPU {a.ordinal} and y on GPU {b.ordinal}: both must be on one GPU")
+    gpu = _gpu(a) if a.ordinal is not None else _gpu(b)
     if a.device == "cpu" or b.device == "cpu":
-        return _tally.dot_value(a.address, b.address, a.n, a.dtype, mode, a.stream)
-    res = Result((), a.dtype, "dot", a.stream)
-    _tally.dot(a.address, b.address, a.n, a.dtype, res.address, mode, a.stream)
+        return _tally.dot_value(a.address, b.address, a.n, a.dtype, mode, a.stream, gpu)
+    res = Result((), a.dtype, "dot", a.stream, None if gpu < 0 else gpu)
+    _tally.dot(a.address, b.address, a.n, a.dtype, res.address, mode, a.stream, gpu)
     res._keep = (a.keep, b.keep)
     return res
 
@@ -707,13 +716,13 @@ def stats(x, axis=None, *, ddof=0, nan="propagate", stream=None):
     ddof = _stats_args(a.dtype, ddof, nan, "tally.stats")
     ax = _axes(axis, len(a.shape), "tally.stats")
     if ax is None:
-        records = [_tally.stats_value(a.address, a.n, a.dtype, nan, a.stream)]
+        records = [_tally.stats_value(a.address, a.n, a.dtype, nan, a.stream, _gpu(a))]
         shape = ()
     else:
         a = _to_device(a)
         shape = a.shape[:ax[0]] + a.shape[ax[0] + ax[1]:]
-        res = Result(shape, a.dtype, "stats", a.stream)
-        _tally.stats_axis(a.address, list(a.shape), ax[0], ax[1], a.dtype, res.address, nan, a.stream)
+        res = Result(shape, a.dtype, "stats", a.stream, a.ordinal)
+        _tally.stats_axis(a.address, list(a.shape), ax[0], ax[1], a.dtype, res.address, nan, a.stream, _gpu(a))
         records = _tally.stats_to_host(res.address, _prod(shape), a.stream, res._buffer.device)
     _with_variance(records, ddof)
     if not shape:

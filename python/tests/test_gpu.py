@@ -112,6 +112,34 @@ def test_exact_mode_and_dot_stats():
         assert math.isclose(st["variance"], float(a.astype(np.float64).var(ddof=1)), rel_tol=1e-9)
 
 
+@pytest.mark.skipif(torch is None or not torch.cuda.is_available() or torch.cuda.device_count() < 2,
+                    reason="needs torch and two GPUs")
+def test_arrays_on_a_gpu_that_is_not_current():
+    """Every call runs on its input's GPU (GPU 1 here, GPU 0 current), leaves its results there and
+    GPU 0 current: sum, reduce_value, dot, stats and stats along an axis."""
+    a = RNG.uniform(-1, 1, 100_003).astype(np.float32)
+    b = RNG.uniform(-1, 1, 100_003).astype(np.float32)
+    torch.cuda.set_device(0)
+    x, y = torch.from_numpy(a).to("cuda:1"), torch.from_numpy(b).to("cuda:1")
+    r = tally.sum(x)
+    assert torch.from_dlpack(r).device == torch.device("cuda:1")
+    assert math.isclose(float(r), float(a.astype(np.float64).sum()), rel_tol=1e-5, abs_tol=1e-3)
+    assert tally.reduce_value(x, "max") == float(a.max())
+    d = tally.dot(x, y)
+    assert torch.from_dlpack(d).device == torch.device("cuda:1")
+    assert math.isclose(float(d), float(np.dot(a.astype(np.float64), b)), rel_tol=1e-4, abs_tol=1e-3)
+    st = tally.stats(x, ddof=1)
+    assert st["count"] == a.size and st["max"] == float(a.max())
+    assert math.isclose(st["variance"], float(a.astype(np.float64).var(ddof=1)), rel_tol=1e-9)
+    m = a[:100_000].reshape(100, 1000)
+    rows = tally.stats(x[:100_000].reshape(100, 1000), axis=1)
+    np.testing.assert_allclose(rows["mean"], m.astype(np.float64).mean(axis=1), rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(rows["min"], m.min(axis=1).astype(np.float64))
+    with pytest.raises(ValueError, match="GPU 1 and y on GPU 0"):
+        tally.dot(x, torch.from_numpy(b).to("cuda:0"))
+    assert torch.cuda.current_device() == 0
+
+
 @pytest.mark.skipif(torch is None or not torch.cuda.is_available(), reason="needs torch with CUDA")
 def test_results_go_to_torch_and_cupy_without_copies():
     t = torch.arange(1000, dtype=torch.float32, device="cuda")

@@ -23,6 +23,8 @@ struct numerics_bench_options {
   bool quick = false;                // fewer repetitions
   bool cold = false;                 // also time sizes that fit in L2 with a cold cache (slow)
   schedule sched = schedule::policy;  // the one-pass ops' schedule (--schedule)
+  int exact_chunk_rounds = -1;        // --exact-chunk-rounds (-1: the policy's)
+  int exact_chunk_tail = -1;          // --exact-chunk-tail (-1: the policy's)
   std::function<void(const std::string&)> progress;  // one line per finished measurement
 };
 

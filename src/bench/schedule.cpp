@@ -24,4 +24,13 @@ schedule_scope::schedule_scope(schedule s, report& rep) {
 
 schedule_scope::~schedule_scope() { core::force_dynamic(core::kDynamicByPolicy); }
 
+exact_chunks_scope::exact_chunks_scope(int rounds, int tail, report& rep) {
+  core::force_exact_chunks(rounds, tail);
+  if (rounds >= 0 || tail >= 0)
+    rep.meta["exact_chunks"] = "forced: at least " + std::to_string(std::max(rounds, 1)) +
+                               " rounds a chunk, tail shift " + std::to_string(tail) + " (-1: the policy's)";
+}
+
+exact_chunks_scope::~exact_chunks_scope() { core::force_exact_chunks(-1, -1); }
+
 }  // namespace tally::bench

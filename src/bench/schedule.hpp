@@ -24,4 +24,15 @@ class schedule_scope {
   schedule_scope& operator=(const schedule_scope&) = delete;
 };
 
+// `tally bench numerics --exact-chunk-rounds N --exact-chunk-tail K`: the chunks of the exact sums'
+// dynamic schedule (policy.hpp, exact_chunk_rounds / exact_chunk_tail) while it lives (-1: the
+// policy's), recorded in the report's metadata.
+class exact_chunks_scope {
+ public:
+  exact_chunks_scope(int rounds, int tail, report& rep);
+  ~exact_chunks_scope();
+  exact_chunks_scope(const exact_chunks_scope&) = delete;
+  exact_chunks_scope& operator=(const exact_chunks_scope&) = delete;
+};
+
 }  // namespace tally::bench

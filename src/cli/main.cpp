@@ -337,6 +337,18 @@ int main(int argc, char** argv) {
   numerics->add_option("--schedule", num_schedule, kScheduleHelp)
       ->check(CLI::IsMember({"policy", "strided", "dynamic"}))
       ->capture_default_str();
+  int num_exact_chunk_rounds = -1, num_exact_chunk_tail = -1;
+  numerics
+      ->add_option("--exact-chunk-rounds", num_exact_chunk_rounds,
+                   "the exact sums' dynamic schedule: at least this many rounds of loads a chunk (-1: the policy's)")
+      ->check(CLI::Range(-1, 1 << 16))
+      ->capture_default_str();
+  numerics
+      ->add_option("--exact-chunk-tail", num_exact_chunk_tail,
+                   "the exact sums' dynamic schedule: its last rounds >> K in chunks of one round (0: none; -1: the "
+                   "policy's)")
+      ->check(CLI::Range(-1, 63))
+      ->capture_default_str();
 
   output_files seg_out;
   bool seg_quick = false, seg_sweep = false, seg_sweep_only = false;
@@ -536,6 +548,8 @@ int main(int argc, char** argv) {
       o.quick = num_quick;
       o.cold = num_cold;
       o.sched = tally::bench::parse_schedule(num_schedule);
+      o.exact_chunk_rounds = num_exact_chunk_rounds;
+      o.exact_chunk_tail = num_exact_chunk_tail;
       tally::cli::progress p("bench numerics");
       o.progress = [&](const std::string& s) { p.step(s); };
       const tally::bench::report rep = tally::bench::run_numerics_bench(o);

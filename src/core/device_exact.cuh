@@ -55,6 +55,8 @@ struct exact_args {
   long long* d_acc;         // exact::kWords words, zero between calls (a partial's kAccUsed: in use)
   unsigned int* d_next;     // the dynamic schedule's next chunk (exact_block_dynamic), zero between calls
   long long* d_carry;       // chunked reductions: add the exact sum here instead of rounding it
+  unsigned int chunk_rounds;  // the dynamic schedule's least rounds a chunk (0 or 1: one)
+  unsigned int chunk_tail;    // and its last rounds >> chunk_tail in chunks of one round (0: none)
 };
 
 enum class exact_form { sum, mean, dot };
@@ -454,7 +456,8 @@ __device__ __forceinline__ void exact_carry(const exact_acc& v, long long* d_car
 // ...), without the counter. d_next is zero on entry; the kernel's last block resets it.
 template <class T, class Op, int BLOCK, int UNROLL, load_hint H, int ACCS>
 __device__ __forceinline__ exact_acc exact_block_dynamic(const T* __restrict__ d_in, std::uint64_t n,
-                                                         unsigned int* d_next) {
+                                                         unsigned int* d_next, unsigned int chunk_rounds,
+                                                         unsigned int chunk_tail) {
   using V = vec16<T>;
   constexpr int A = UNROLL < ACCS ? UNROLL : ACCS;
   constexpr std::uint64_t kRound = std::uint64_t(BLOCK) * UNROLL;  // vectors per block round
@@ -463,8 +466,18 @@ __device__ __forceinline__ exact_acc exact_block_dynamic(const T* __restrict__ d
   const std::uint64_t rounds = s.nvec / kRound;
   std::uint64_t per = rounds / (kChunksPerBlock * gridDim.x);
   const bool dynamic = per > 0 || rounds >= 2ull * gridDim.x;
+  // Inputs with a round or more a chunk take at least chunk_rounds (policy.hpp,
+  // exact_chunk_rounds): each chunk ends with a block barrier, where the block's loads drain.
+  if (per > 0 && per < chunk_rounds) per = chunk_rounds;
   if (per == 0) per = 1;
-  const std::uint64_t chunks = rounds / per;
+  // Chunks of per rounds; with chunk_tail (policy.hpp, exact_chunk_tail) the last rounds >>
+  // chunk_tail rounds of the input then go in chunks of one round, so that the blocks end within
+  // about a round of one another. Chunk c < big starts at round c x per, chunk c >= big at
+  // big x per + (c - big); rounds from `whole` on go vector by vector below.
+  const bool singles = per > 1 && chunk_tail > 0 && chunk_tail < 64;
+  const std::uint64_t big = (rounds - (singles ? rounds >> chunk_tail : 0)) / per;
+  const std::uint64_t chunks = big + (singles ? rounds - big * per : 0);
+  const std::uint64_t whole = singles ? rounds : big * per;
 
   const V* __restrict__ d_vec = reinterpret_cast<const V*>(d_in + s.head);
   exact_acc acc[A];
@@ -480,9 +493,10 @@ __device__ __forceinline__ exact_acc exact_block_dynamic(const T* __restrict__ d
   for (int parity = 1; c < chunks; parity ^= 1) {
     // slot[parity] was last read before the barrier that ended the chunk before this one.
     if (dynamic && threadIdx.x == 0) slot[parity] = atomicAdd(d_next, 1u);
-    const V* __restrict__ p = d_vec + c * per * kRound + threadIdx.x;
+    const std::uint64_t first = c < big ? c * per : big * per + (c - big), len = c < big ? per : 1;
+    const V* __restrict__ p = d_vec + first * kRound + threadIdx.x;
 #pragma unroll 1
-    for (std::uint64_t r = 0; r < per; ++r, p += kRound) {
+    for (std::uint64_t r = 0; r < len; ++r, p += kRound) {
       V v[UNROLL];
 #pragma unroll
       for (int u = 0; u < UNROLL; ++u) v[u] = load_vec<H>(p + u * BLOCK);
@@ -497,7 +511,7 @@ __device__ __forceinline__ exact_acc exact_block_dynamic(const T* __restrict__ d
   }
   // The rounds after the last whole chunk and the last partial round: vector by vector over the
   // grid (fewer than per + 1 rounds of one block).
-  for (std::uint64_t i = chunks * per * kRound + std::uint64_t(blockIdx.x) * BLOCK + threadIdx.x; i < s.nvec;
+  for (std::uint64_t i = whole * kRound + std::uint64_t(blockIdx.x) * BLOCK + threadIdx.x; i < s.nvec;
        i += std::uint64_t(gridDim.x) * BLOCK)
     acc[0] = fold_vec<Op>(acc[0], load_vec<H>(d_vec + i), s.head + i * V::size);
   // Scalar head and tail (fewer than 16 elements each) go to the last block.
@@ -527,7 +541,7 @@ __global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) exact_kernel(exact_args<T> 
   unsigned int* const d_next = a.d_next;
   exact_acc v;
   if constexpr (kDynamic)
-    v = exact_block_dynamic<T, Op, BLOCK, UNROLL, H, ACCS>(a.d_in, a.n, d_next);
+    v = exact_block_dynamic<T, Op, BLOCK, UNROLL, H, ACCS>(a.d_in, a.n, d_next, a.chunk_rounds, a.chunk_tail);
   else
     v = reduce_block_range<T, Op, BLOCK, UNROLL, H, layout::strided, ACCS>(a.d_in, a.n, blockIdx.x, gridDim.x, a.d_in2);
   const unsigned warp = threadIdx.x >> 5;

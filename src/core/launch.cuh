@@ -274,7 +274,8 @@ void launch(const void* d_in, std::uint64_t n, void* d_out, const launch_ctx& c)
 // run's record, nothing), its arguments from the call's workspace (a second input for dot only).
 template <class T, exact_form F, class K>
 void launch_exact_kernel(K kernel, const shape& s, depth d, int per_sm, bool dynamic, const void* d_in,
-                         std::uint64_t n, void* d_out, const launch_ctx& c) {
+                         std::uint64_t n, void* d_out, const launch_ctx& c, unsigned int chunk_rounds = 1,
+                         unsigned int chunk_tail = 0) {
   static_assert(sizeof(exact_acc) <= kMaxAccBytes);
   const unsigned int blocks = plan_grid(s, sizeof(T), n, F == exact_form::dot, true, d, per_sm, c, dynamic);
   if (c.dry_run) return;
@@ -286,7 +287,9 @@ void launch_exact_kernel(K kernel, const shape& s, depth d, int per_sm, bool dyn
                            c.ws->d_counter,
                            c.ws->d_exact,
                            c.ws->d_chunk_next,
-                           c.d_carry};
+                           c.d_carry,
+                           chunk_rounds,
+                           chunk_tail};
   check_cuda(launch_pdl(kernel, args, blocks, s.block, c.stream), "launching the exact reduce kernel (cudaLaunchKernelEx)");
 }
 
@@ -316,13 +319,16 @@ void launch_exact_dynamic(const void* d_in, std::uint64_t n, void* d_out, const 
   if (c.describe)
     describe_single(*c.describe, family::exact, s, per_sm, exact_stream_kernel_of<T, F>(),
                     dynamic_why(n * sizeof(T), c, kExactDynamicL2Multiple));
-  launch_exact_kernel<T, F>(exact_stream_kernel_of<T, F>(), s, depth::base, per_sm, true, d_in, n, d_out, c);
+  const device_policy& pol = policy_for(*c.dev);
+  launch_exact_kernel<T, F>(exact_stream_kernel_of<T, F>(), s, depth::base, per_sm, true, d_in, n, d_out, c,
+                            static_cast<unsigned int>(exact_chunk_rounds(pol)),
+                            static_cast<unsigned int>(exact_chunk_tail(pol)));
 }
 
 template <class T, exact_form F>
 void launch_exact(const void* d_in, std::uint64_t n, void* d_out, const launch_ctx& c) {
   if constexpr (F != exact_form::dot) {
-    if (exact_dynamic(sizeof(T), n, c.dev->info.l2_bytes)) {
+    if (exact_dynamic(sizeof(T), n, c.dev->info.l2_bytes) && forced_dynamic() != kDynamicOff) {
       launch_exact_dynamic<T, F>(d_in, n, d_out, c);
       return;
     }

@@ -28,8 +28,24 @@ constexpr double kFullGridL2Multiple = 96.0 / 50.0;
 // 12.1 us on one block per SM against cuBLAS's 9.7 on the H100 (8 MiB of its 50 MiB L2).
 constexpr double kFullGridL2MultipleBinary = 8.0 / 50.0;
 
+// The exact sums' dynamic schedule cuts its input into about 32 chunks a block, each of whole
+// rounds of loads, and ends every chunk with a block barrier where the block's loads drain; at
+// least this many rounds a chunk, and the last rounds >> kExactChunkTail (an eighth) in chunks of
+// one round, so that the blocks still end within about a round of one another. Where the input
+// gave one round a chunk (8-16 x L2) the barriers cost most: `tally bench numerics --tables
+// accuracy --exact-chunk-rounds R --exact-chunk-tail K`, two H200s on 2026-11-29 (15:45 and 15:52
+// UTC, each configuration twice, docs/data/exact-chunks-h200-1129.md), exact / fast sum: f64 at
+// 2^26 (512 MiB) 93.6-95.8% in one-round chunks, 96.9% at R = 2 (K = 0: 96.5-96.9%), 2^28
+// 99.1-99.7% -> 99.7-99.8%; f32 at 2^27 (512 MiB) 85.1% on the first machine and 94.7% on the
+// second in one-round chunks, 94.8-95.0% at R = 2 (the strided grid: 96.7-96.9% there, but 85% at
+// 2^28, where these chunks give 96-98%). R = 3 and 4 were no better, K = 2-4 alike.
+constexpr int kExactChunkRounds = 2;
+constexpr int kExactChunkTail = 3;
+
 std::atomic<int> g_forced{-1};
 std::atomic<int> g_forced_dynamic{-1};
+std::atomic<int> g_forced_exact_chunk_rounds{-1};
+std::atomic<int> g_forced_exact_chunk_tail{-1};
 
 }  // namespace
 
@@ -75,6 +91,8 @@ device_policy make_policy(const device_facts& f) {
   device_policy p;
   p.facts = f;
   p.inflight_us = kInflightMicros;
+  p.exact_chunk_rounds = kExactChunkRounds;
+  p.exact_chunk_tail = kExactChunkTail;
   const double per_sm_gbps = f.sm_count > 0 ? f.bandwidth_gbps / f.sm_count : 0.0;
   p.need_bytes_per_sm = per_sm_gbps * 1e3 * p.inflight_us;  // GB/s = KB/ms = bytes/us x 1e3
   const double l2 = static_cast<double>(f.l2_bytes);
@@ -113,6 +131,23 @@ void force_dynamic(int d) {
   g_forced_dynamic.store(d >= kDynamicOff && d <= kDynamicPastSizeRule ? d : kDynamicByPolicy, std::memory_order_relaxed);
 }
 int forced_dynamic() { return g_forced_dynamic.load(std::memory_order_relaxed); }
+
+int exact_chunk_rounds(const device_policy& p) {
+  const int forced = g_forced_exact_chunk_rounds.load(std::memory_order_relaxed);
+  return std::max(forced >= 0 ? forced : p.exact_chunk_rounds, 1);
+}
+int exact_chunk_tail(const device_policy& p) {
+  const int forced = g_forced_exact_chunk_tail.load(std::memory_order_relaxed);
+  return std::clamp(forced >= 0 ? forced : p.exact_chunk_tail, 0, 63);
+}
+void force_exact_chunks(int rounds, int tail) {
+  g_forced_exact_chunk_rounds.store(rounds >= 0 ? std::min(rounds, 1 << 16) : -1, std::memory_order_relaxed);
+  g_forced_exact_chunk_tail.store(tail >= 0 ? std::min(tail, 63) : -1, std::memory_order_relaxed);
+}
+bool forced_exact_chunks() {
+  return g_forced_exact_chunk_rounds.load(std::memory_order_relaxed) >= 0 ||
+         g_forced_exact_chunk_tail.load(std::memory_order_relaxed) >= 0;
+}
 
 const device_policy& policy_for(const device_context& dev) {
   // Every launch asks: after the first call on a device, one acquire load and no lock. Policies
@@ -208,6 +243,15 @@ std::vector<std::pair<std::string, std::string>> explain(const device_policy& p)
     const char* why = p.entry ? p.entry->dynamic_measured : "no measured entry (on only where measured faster)";
     v.emplace_back("dynamic schedule", std::string("off: ") + why);
   }
+  std::snprintf(buf, sizeof buf, "from %.0f MiB (%d x L2), chunks of at least %d round%s of loads%s%s",
+                p.facts.l2_bytes * double(kExactDynamicL2Multiple) / 1048576.0, int(kExactDynamicL2Multiple),
+                exact_chunk_rounds(p), exact_chunk_rounds(p) == 1 ? "" : "s",
+                exact_chunk_tail(p) > 0
+                    ? (", the last 1/" + std::to_string(1 << std::min(exact_chunk_tail(p), 30)) + " in one-round chunks")
+                          .c_str()
+                    : "",
+                forced_exact_chunks() ? " (forced)" : "");
+  v.emplace_back("exact sums' dynamic schedule", buf);
   const int forced = forced_depth();
   if (forced >= 0) v.emplace_back("forced depth", forced ? "deep" : "base");
   const int fd = forced_dynamic();

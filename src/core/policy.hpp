@@ -67,6 +67,8 @@ struct device_policy {
   // grid (kDynOff), never more than 0.5% behind it on either GPU before their entries were
   // measured (docs/tuning.md).
   int dynamic[kFamilies] = {kDynOff, kDynOff, kDynOff, kDynOff};
+  int exact_chunk_rounds = 1;  // the exact sums' dynamic schedule: least rounds a chunk
+  int exact_chunk_tail = 0;    // and its last rounds >> this in chunks of one round (0: none)
   const measured_entry* entry = nullptr;  // the measured entry for this GPU, if any
 };
 
@@ -100,11 +102,23 @@ bool uses_dynamic(const device_policy& p, family f, std::uint64_t bytes, bool he
 depth dynamic_depth(const device_policy& p, family f, bool heavy);
 inline constexpr double kDynamicMergeMargin = 1.25;
 // Force the dynamic schedule on at every size (1: tests, so that small inputs exercise it too),
-// off (0), on past its size rule as if the GPU's measured entry said so (2: `tally bench core
-// --schedule dynamic`), or -1 for the policy. Takes effect for launches after the call.
+// off (0; the exact sums' dynamic schedule too: `--schedule strided`), on past its size rule as
+// if the GPU's measured entry said so (2: `tally bench core --schedule dynamic`), or -1 for the
+// policy. Takes effect for launches after the call.
 inline constexpr int kDynamicByPolicy = -1, kDynamicOff = 0, kDynamicEverySize = 1, kDynamicPastSizeRule = 2;
 void force_dynamic(int d);
 int forced_dynamic();
+
+// The chunks of the exact sums' dynamic schedule (device_exact.cuh, exact_block_dynamic): at least
+// exact_chunk_rounds rounds of loads a chunk where its input gives a round or more a chunk, and
+// the last rounds >> exact_chunk_tail of the input in chunks of one round (0: none). The policy's
+// kExactChunkRounds and kExactChunkTail (policy.cpp, with the measurement behind them) unless
+// forced (benchmarks: `tally bench numerics --exact-chunk-rounds N --exact-chunk-tail K`; -1 for
+// the policy's).
+int exact_chunk_rounds(const device_policy& p);
+int exact_chunk_tail(const device_policy& p);
+void force_exact_chunks(int rounds, int tail);
+bool forced_exact_chunks();
 
 // Benchmarks and tests: force every launch to one depth (0 base, 1 deep), or -1 for the rule.
 // Takes effect for launches after the call (each launcher caches its choice per depth setting).
