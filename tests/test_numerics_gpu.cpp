@@ -1008,9 +1008,10 @@ TEST(NumericsGpu, ExactSumRoundTestBoundsHalf) {
 // rounds from a counter that the kernel's last block resets): 512 MiB + 77 elements (past eight
 // times the H100's and the H200's L2) with exponents spread over 40 bits (many rounds take the
 // general path), a scalar head, called twice in a row (the counter must be back at zero) and as
-// a mean; f64 too. Against the exact reference, bit for bit, with the policy's chunks and with
-// chunks of 1-4 rounds, with and without a tail of one-round chunks (policy.hpp,
-// force_exact_chunks).
+// a mean; f64 too. Against the exact reference, bit for bit, with the policy's chunks, with
+// chunks of 1-7 rounds with and without a tail of one-round chunks (policy.hpp,
+// force_exact_chunks; 3 rounds without a tail leave whole rounds to the vector loop), and in the
+// strided grid (force_dynamic(kDynamicOff), `--schedule strided`).
 template <class T>
 void run_exact_dynamic() {
   using R = acc_t<T>;
@@ -1027,13 +1028,23 @@ void run_exact_dynamic() {
   struct restore {
     ~restore() { core::force_exact_chunks(-1, -1); }
   } restore_chunks;
-  const std::pair<int, int> chunks[] = {{1, 0}, {2, 0}, {3, 3}, {4, 2}, {2, 5}, {7, 1}};
+  const std::pair<int, int> chunks[] = {{1, 0}, {2, 0}, {3, 0}, {3, 3}, {4, 2}, {2, 5}, {7, 1}};
   for (const auto& [rounds, tail] : chunks) {
     core::force_exact_chunks(rounds, tail);
     TRACE("exact sum " << to_string(t) << " n=" << n << " chunks of " << rounds << " rounds, tail shift " << tail);
     ASSERT_TRUE(same_bits(reduce_value(d.get(), n, t, op::sum, nullptr, ex).f, rounded<R>(s)));
   }
   core::force_exact_chunks(-1, -1);
+  EXPECT_TRUE(core::last_launch().dynamic);
+  {
+    struct restore {
+      ~restore() { core::force_dynamic(core::kDynamicByPolicy); }
+    } restore_schedule;
+    core::force_dynamic(core::kDynamicOff);
+    TRACE("exact sum " << to_string(t) << " n=" << n << " in the strided grid");
+    ASSERT_TRUE(same_bits(reduce_value(d.get(), n, t, op::sum, nullptr, ex).f, rounded<R>(s)));
+    EXPECT_FALSE(core::last_launch().dynamic);
+  }
   ASSERT_TRUE(same_bits(reduce_value(d.get(), n, t, op::mean, nullptr, ex).f, exact_mean<T>(s, n))) << "mean";
   // A prefix that stays in the L2 (the strided layout) right after: the counter was reset.
   const std::uint64_t m = 100003;

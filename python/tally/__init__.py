@@ -677,8 +677,9 @@ def dot(x, y, *, mode="fast", stream=None):
     if a.ordinal is not None and b.ordinal is not None and a.ordinal != b.ordinal:
         raise ValueError(f"tally.dot: x is on GPU {a.ordinal} and y on GPU {b.ordinal}: both must be on one GPU")
     gpu = _gpu(a) if a.ordinal is not None else _gpu(b)
-    if a.device == "cpu" or b.device == "cpu":
-        return _tally.dot_value(a.address, b.address, a.n, a.dtype, mode, a.stream, gpu)
+    if a.device == "cpu" or b.device == "cpu":  # on the device input's stream, if either is one
+        return _tally.dot_value(a.address, b.address, a.n, a.dtype, mode, b.stream if a.device == "cpu" else a.stream,
+                                gpu)
     res = Result((), a.dtype, "dot", a.stream, None if gpu < 0 else gpu)
     _tally.dot(a.address, b.address, a.n, a.dtype, res.address, mode, a.stream, gpu)
     res._keep = (a.keep, b.keep)

@@ -128,6 +128,8 @@ def test_arrays_on_a_gpu_that_is_not_current():
     d = tally.dot(x, y)
     assert torch.from_dlpack(d).device == torch.device("cuda:1")
     assert math.isclose(float(d), float(np.dot(a.astype(np.float64), b)), rel_tol=1e-4, abs_tol=1e-3)
+    mixed = tally.dot(b, x)  # a host vector and one on GPU 1: a number, computed there
+    assert math.isclose(mixed, float(np.dot(a.astype(np.float64), b)), rel_tol=1e-4, abs_tol=1e-3)
     st = tally.stats(x, ddof=1)
     assert st["count"] == a.size and st["max"] == float(a.max())
     assert math.isclose(st["variance"], float(a.astype(np.float64).var(ddof=1)), rel_tol=1e-9)

@@ -1,5 +1,6 @@
 #include "bench/schedule.hpp"
 
+#include "core/context.hpp"
 #include "core/policy.hpp"
 #include "tally/tally.hpp"
 
@@ -26,9 +27,12 @@ schedule_scope::~schedule_scope() { core::force_dynamic(core::kDynamicByPolicy);
 
 exact_chunks_scope::exact_chunks_scope(int rounds, int tail, report& rep) {
   core::force_exact_chunks(rounds, tail);
-  if (rounds >= 0 || tail >= 0)
-    rep.meta["exact_chunks"] = "forced: at least " + std::to_string(std::max(rounds, 1)) +
-                               " rounds a chunk, tail shift " + std::to_string(tail) + " (-1: the policy's)";
+  if (core::forced_exact_chunks()) {  // the values that run: a side not forced is the policy's
+    const core::device_policy& pol = core::policy_for(core::current_context());
+    rep.meta["exact_chunks"] = "forced: at least " + std::to_string(core::exact_chunk_rounds(pol)) +
+                               " rounds a chunk, the last rounds >> " + std::to_string(core::exact_chunk_tail(pol)) +
+                               " in one-round chunks (>> 0: none)";
+  }
 }
 
 exact_chunks_scope::~exact_chunks_scope() { core::force_exact_chunks(-1, -1); }

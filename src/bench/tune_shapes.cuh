@@ -40,6 +40,7 @@ struct sweep_buffers {
   cudaStream_t stream = nullptr;
   int sm_count = 0;
   std::uint64_t l2_bytes = 0;
+  unsigned int exact_chunk_rounds = 1, exact_chunk_tail = 0;  // the policy's (policy.hpp, exact_chunk_rounds)
 };
 
 struct candidate {
@@ -173,7 +174,8 @@ candidate exact_candidate(const char* label, const sweep_buffers& b, int slot) {
   c.launch = [strided, dynamic, b, slot](cudaStream_t s, std::uint64_t n, unsigned blocks, int) {
     core::exact_args<T> a{static_cast<const T*>(b.d_in), static_cast<const T*>(b.d_in2), n,
                           static_cast<char*>(b.d_out) + 64 * slot, static_cast<core::exact_acc*>(b.d_partials),
-                          b.d_counter, b.d_exact, b.d_chunk_next, nullptr, 1, 0};
+                          b.d_counter, b.d_exact, b.d_chunk_next, nullptr, b.exact_chunk_rounds,
+                          b.exact_chunk_tail};
     const bool dyn = DYN && F != core::exact_form::dot &&
                      core::exact_dynamic(int(sizeof(T)), n, b.l2_bytes);
     void* args[] = {&a};

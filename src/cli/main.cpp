@@ -303,7 +303,8 @@ int main(int argc, char** argv) {
   core->add_flag("--quick", core_quick, "fewer repetitions");
   core->add_flag("--no-cold", core_no_cold, "skip the cold-L2 runs");
   const char* kScheduleHelp =
-      "the one-pass ops' schedule: policy (this GPU's choice), strided (at every size) or dynamic (past 8 x L2)";
+      "the one-pass ops' schedule: policy (this GPU's choice), strided (at every size; the exact sums too) or dynamic "
+      "(past 8 x L2)";
   std::string core_schedule = "policy", num_schedule = "policy";
   core->add_option("--schedule", core_schedule, kScheduleHelp)
       ->check(CLI::IsMember({"policy", "strided", "dynamic"}))

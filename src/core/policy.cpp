@@ -32,7 +32,8 @@ constexpr double kFullGridL2MultipleBinary = 8.0 / 50.0;
 // rounds of loads, and ends every chunk with a block barrier where the block's loads drain; at
 // least this many rounds a chunk, and the last rounds >> kExactChunkTail (an eighth) in chunks of
 // one round, so that the blocks still end within about a round of one another. Where the input
-// gave one round a chunk (8-16 x L2) the barriers cost most: `tally bench numerics --tables
+// gave one round a chunk (32 to 64 rounds a block: from 8 x L2 to 528 MiB on 132 SMs, f32 and
+// f64) the barriers cost most; further up the tail is what changes: `tally bench numerics --tables
 // accuracy --exact-chunk-rounds R --exact-chunk-tail K`, two H200s on 2026-11-29 (15:45 and 15:52
 // UTC, each configuration twice, docs/data/exact-chunks-h200-1129.md), exact / fast sum: f64 at
 // 2^26 (512 MiB) 93.6-95.8% in one-round chunks, 96.9% at R = 2 (K = 0: 96.5-96.9%), 2^28
@@ -247,8 +248,7 @@ std::vector<std::pair<std::string, std::string>> explain(const device_policy& p)
                 p.facts.l2_bytes * double(kExactDynamicL2Multiple) / 1048576.0, int(kExactDynamicL2Multiple),
                 exact_chunk_rounds(p), exact_chunk_rounds(p) == 1 ? "" : "s",
                 exact_chunk_tail(p) > 0
-                    ? (", the last 1/" + std::to_string(1 << std::min(exact_chunk_tail(p), 30)) + " in one-round chunks")
-                          .c_str()
+                    ? (", the last 1/2^" + std::to_string(exact_chunk_tail(p)) + " in one-round chunks").c_str()
                     : "",
                 forced_exact_chunks() ? " (forced)" : "");
   v.emplace_back("exact sums' dynamic schedule", buf);
