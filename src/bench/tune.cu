@@ -238,7 +238,6 @@ report run_tune(const tune_options& opt) {
   b.temp_bytes = temp.size();
   b.sm_count = dev.sm_count;
   b.l2_bytes = dev.l2_bytes;
-  const core::device_policy& pol = core::policy_for(core::current_context());
   b.exact_chunk_rounds = static_cast<unsigned int>(core::exact_chunk_rounds(pol));
   b.exact_chunk_tail = static_cast<unsigned int>(core::exact_chunk_tail(pol));
   check(cudaStreamCreateWithFlags(&b.stream, cudaStreamNonBlocking), "cudaStreamCreate");
