@@ -244,14 +244,14 @@ std::vector<std::pair<std::string, std::string>> explain(const device_policy& p)
     const char* why = p.entry ? p.entry->dynamic_measured : "no measured entry (on only where measured faster)";
     v.emplace_back("dynamic schedule", std::string("off: ") + why);
   }
-  std::snprintf(buf, sizeof buf, "from %.0f MiB (%d x L2), chunks of at least %d round%s of loads%s%s",
-                p.facts.l2_bytes * double(kExactDynamicL2Multiple) / 1048576.0, int(kExactDynamicL2Multiple),
-                exact_chunk_rounds(p), exact_chunk_rounds(p) == 1 ? "" : "s",
-                exact_chunk_tail(p) > 0
-                    ? (", the last 1/2^" + std::to_string(exact_chunk_tail(p)) + " in one-round chunks").c_str()
-                    : "",
-                forced_exact_chunks() ? " (forced)" : "");
-  v.emplace_back("exact sums' dynamic schedule", buf);
+  const int rounds = exact_chunk_rounds(p), tail = exact_chunk_tail(p);
+  std::snprintf(buf, sizeof buf, "from %.0f MiB (%d x L2), chunks of at least %d round%s of loads",
+                p.facts.l2_bytes * double(kExactDynamicL2Multiple) / 1048576.0, int(kExactDynamicL2Multiple), rounds,
+                rounds == 1 ? "" : "s");
+  std::string chunks = buf;
+  if (tail > 0) chunks += ", the last 1/2^" + std::to_string(tail) + " in one-round chunks";
+  if (forced_exact_chunks()) chunks += " (forced)";
+  v.emplace_back("exact sums' dynamic schedule", chunks);
   const int forced = forced_depth();
   if (forced >= 0) v.emplace_back("forced depth", forced ? "deep" : "base");
   const int fd = forced_dynamic();
