@@ -20,6 +20,7 @@
 
 #include "core/context.hpp"
 #include "core/policy.hpp"
+#include "core/tuning.hpp"
 #include "numerics_reference.hpp"
 #include "support.hpp"
 
@@ -1565,10 +1566,61 @@ TEST(NumericsGpu, StatsFloat64PastTwiceTheL2) {
   EXPECT_FALSE(core::last_launch().pipelined) << "the plain kernel below 2 x L2";
 }
 
-// Whole warps that count nothing: every 16-byte vector whose index is below 32 modulo 512 is NaN,
-// which in the strided layout of 512-thread blocks is warp 0's whole share of every block and
-// round (the block merge skips a warp without a counted element under ignore: its entry must be
-// the empty one); under propagate, every warp counts them. Other layouts see scattered NaNs.
+// The f32 and f64 statistics take 256-thread blocks (tuning.hpp, stats_narrow_shape) where the
+// base shape's grid would hold a block in at most every second SM (and, where it is one block,
+// where the narrow grid is one block or at least kStatsSplitBlocks), the base shape elsewhere or
+// under a forced depth. At the window's edges and inside it, under both NaN policies and a large
+// mean: the shape the rule names ran, and the results agree with the two-pass reference.
+template <class T>
+void run_stats_narrow_window() {
+  const dtype t = ref::dtype_of<T>();
+  constexpr std::uint64_t vn = 16 / sizeof(T);
+  const core::shape base = core::compiled_shape(sizeof(T), core::family::folding, core::depth::base);
+  const core::shape narrow = core::stats_narrow_shape(sizeof(T));
+  const std::uint64_t sms = static_cast<std::uint64_t>(core::current_context().sm_count);
+  const std::uint64_t base_single = std::uint64_t(base.block) * base.unroll * vn * core::kSingleBlockRounds;
+  const std::uint64_t narrow_single = std::uint64_t(narrow.block) * narrow.unroll * vn * core::kSingleBlockRounds;
+  const std::uint64_t narrow_per_block = std::uint64_t(narrow.block) * vn;  // a vector a thread
+  const std::uint64_t split = core::kStatsSplitBlocks * narrow_per_block;    // 32 narrow blocks
+  const std::uint64_t hi = sms / 2 * base.block * vn;  // base's grid (a vector a thread): sms / 2 blocks
+  std::uint64_t seed = test_seed() + 77;
+  for (std::uint64_t n : sizes({1, 33, 1000, narrow_single, narrow_single + 1, split - 1, split, base_single,
+                                base_single + 1, (base_single + hi) / 2 + 3, hi, hi + 1})) {
+    TRACE("stats " << to_string(t) << " narrow window, n=" << n << " (" << sms << " SMs)");
+    const std::uint64_t narrow_blocks = n <= narrow_single ? 1 : (n + narrow_per_block - 1) / narrow_per_block;
+    const bool in = n <= hi && (n > base_single || n <= narrow_single || narrow_blocks >= core::kStatsSplitBlocks);
+    auto h = uniform<T>(n, ++seed, 1e3, 1e3 + 1);
+    check_stats(h, nan_policy::propagate, "large mean", 1e-10L, n % 3);
+    const core::launch_record r = core::last_launch();
+    EXPECT_EQ(r.block, in ? static_cast<unsigned>(narrow.block) : static_cast<unsigned>(base.block));
+    if (in) {
+      EXPECT_EQ(r.unroll, static_cast<unsigned>(narrow.unroll));
+      EXPECT_EQ(r.blocks, narrow_blocks);
+    }
+    if (n > 2) h[n / 2] = nan_of<T>();
+    for (nan_policy p : {nan_policy::ignore, nan_policy::propagate}) check_stats(h, p, "a NaN");
+    {
+      struct forced {
+        forced() { core::force_depth(0); }
+        ~forced() { core::force_depth(-1); }
+      } f;
+      h[n / 2] = T(1e3);
+      check_stats(h, nan_policy::propagate, "forced base", 1e-10L, n % 3);
+      EXPECT_EQ(core::last_launch().block, static_cast<unsigned>(base.block)) << "a forced depth keeps its shape";
+    }
+  }
+}
+TEST(NumericsGpu, StatsInNarrowBlocksAtSmallSizes) {
+  TALLY_REQUIRE_GPU();
+  run_stats_narrow_window<float>();
+  run_stats_narrow_window<double>();
+}
+
+// Whole warps that count nothing: every 16-byte vector whose index is below 32 modulo 256 is NaN,
+// which in the strided layout of 512-thread blocks is warps 0 and 8's whole share of every block
+// and round, and of 256-thread blocks (the statistics' narrow blocks at small sizes) warp 0's
+// (the block merge skips a warp without a counted element under ignore: its entry must be the
+// empty one); under propagate, every warp counts them. Other layouts see scattered NaNs.
 template <class T>
 void run_stats_nan_warps() {
   constexpr std::uint64_t vn = 16 / sizeof(T);
@@ -1576,7 +1628,7 @@ void run_stats_nan_warps() {
   for (std::uint64_t n : sizes({4096, 1u << 14, (1u << 16) + 5, (1u << 20) + 3})) {
     auto h = uniform<T>(n, ++seed, 5, 6);
     for (std::uint64_t i = 0; i < n; ++i)
-      if ((i / vn) % 512 < 32) h[i] = nan_of<T>();
+      if ((i / vn) % 256 < 32) h[i] = nan_of<T>();
     check_stats(h, nan_policy::ignore, "NaN warps");
     check_stats(h, nan_policy::propagate, "NaN warps");
   }

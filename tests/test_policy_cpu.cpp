@@ -103,6 +103,37 @@ TEST(PolicyCpu, ExactSumsTakeHalfBlocksWhereTheGridIsSparse) {
   EXPECT_EQ(core::exact_half_shape().block, 256);
 }
 
+// f32 exact sums and means of up to one round of one 256-thread block (4096 elements) take that
+// block; f64 does not (it measured no faster there).
+TEST(PolicyCpu, ExactF32SumsOfOneHalfBlockRound) {
+  EXPECT_FALSE(core::exact_half_single(4, 0));
+  EXPECT_TRUE(core::exact_half_single(4, 1));
+  EXPECT_TRUE(core::exact_half_single(4, 4096));
+  EXPECT_FALSE(core::exact_half_single(4, 4097));
+  EXPECT_FALSE(core::exact_half_single(8, 1000));
+}
+
+// The statistics' narrow blocks: where base's grid holds a block in at most every second SM (132
+// SMs: 1 to 66 blocks; 16 SMs: 1 to 8), and where it is one block, only if the narrow grid is one
+// block or at least 32; 256 threads (f64 256 x 4, f32 256 x 8).
+TEST(PolicyCpu, StatsTakeNarrowBlocksWhereTheGridIsSparse) {
+  EXPECT_FALSE(core::stats_narrow_blocks(0, 0, 132));
+  EXPECT_TRUE(core::stats_narrow_blocks(1, 1, 132));
+  EXPECT_FALSE(core::stats_narrow_blocks(1, 12, 132));
+  EXPECT_FALSE(core::stats_narrow_blocks(1, 31, 132));
+  EXPECT_TRUE(core::stats_narrow_blocks(1, 32, 132));
+  EXPECT_TRUE(core::stats_narrow_blocks(2, 4, 132));
+  EXPECT_TRUE(core::stats_narrow_blocks(66, 132, 132));
+  EXPECT_FALSE(core::stats_narrow_blocks(67, 132, 132));
+  EXPECT_TRUE(core::stats_narrow_blocks(8, 16, 16));
+  EXPECT_FALSE(core::stats_narrow_blocks(9, 16, 16));
+  EXPECT_FALSE(core::stats_narrow_blocks(1, 16, 16));  // a small GPU: no split of a one-block input
+  EXPECT_EQ(core::stats_narrow_shape(4).block, 256);
+  EXPECT_EQ(core::stats_narrow_shape(8).block, 256);
+  EXPECT_EQ(core::stats_narrow_shape(8).unroll, 4);
+  EXPECT_EQ(core::stats_narrow_shape(4).unroll, 8);
+}
+
 // A GPU nobody here measured with twice the bandwidth per SM takes the deep shape for the plain
 // sum; a slower one keeps the base shape even where the H200 would not.
 TEST(PolicyCpu, UnmeasuredGpusGetASensibleShape) {

@@ -598,6 +598,7 @@ report run_numerics_bench(const numerics_bench_options& opt) {
   meta["benchmark"] = "tally bench numerics";
   const schedule_scope sched(opt.sched, e.rep);
   const exact_chunks_scope chunks(opt.exact_chunk_rounds, opt.exact_chunk_tail, e.rep);
+  const depth_scope depth(opt.depth, e.rep);
   meta["device"] = dev.name;
   meta["sm_count"] = dev.sm_count;
   meta["l2_mib"] = dev.l2_bytes / double(1 << 20);

@@ -25,6 +25,7 @@ struct numerics_bench_options {
   schedule sched = schedule::policy;  // the one-pass ops' schedule (--schedule)
   int exact_chunk_rounds = -1;        // --exact-chunk-rounds (-1: the policy's)
   int exact_chunk_tail = -1;          // --exact-chunk-tail (-1: the policy's)
+  std::string depth = "policy";       // --depth: policy, base or deep (depth_scope)
   std::function<void(const std::string&)> progress;  // one line per finished measurement
 };
 

@@ -37,4 +37,13 @@ exact_chunks_scope::exact_chunks_scope(int rounds, int tail, report& rep) {
 
 exact_chunks_scope::~exact_chunks_scope() { core::force_exact_chunks(-1, -1); }
 
+depth_scope::depth_scope(const std::string& depth, report& rep) {
+  if (depth != "policy" && depth != "base" && depth != "deep")
+    throw tally::error("--depth " + depth + ": give policy, base or deep");
+  core::force_depth(depth == "base" ? 0 : depth == "deep" ? 1 : -1);
+  if (depth != "policy") rep.meta["depth"] = "forced: every launch in the " + depth + " shape";
+}
+
+depth_scope::~depth_scope() { core::force_depth(-1); }
+
 }  // namespace tally::bench

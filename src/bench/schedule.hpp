@@ -35,4 +35,16 @@ class exact_chunks_scope {
   exact_chunks_scope& operator=(const exact_chunks_scope&) = delete;
 };
 
+// `tally bench numerics --depth base|deep`: every launch in one compiled depth (policy.hpp,
+// force_depth) while it lives, so a shape the policy picks by size (the exact sums' and the
+// statistics' narrow blocks at small sizes, tuning.hpp) can be timed against the plain shape in
+// the same session; "policy" forces nothing. Recorded in the report's metadata.
+class depth_scope {
+ public:
+  depth_scope(const std::string& depth, report& rep);  // throws tally::error naming the choices
+  ~depth_scope();
+  depth_scope(const depth_scope&) = delete;
+  depth_scope& operator=(const depth_scope&) = delete;
+};
+
 }  // namespace tally::bench

@@ -221,6 +221,7 @@ report run_tune(const tune_options& opt) {
 
   const ceiling ceil = measure_ceiling();
   rep.meta["read_ceiling_gbps"] = ceil.read_gbps;
+  if (opt.max_log2 > 0) rep.meta["sizes"] = fmt::format("up to 2^{}", opt.max_log2);
   const std::size_t in_bytes = std::size_t(4) << 30, in2_bytes = std::size_t(1) << 30;
   device_buffer in(in_bytes), in2(in2_bytes), partials(std::size_t(core::kMaxBlocks) * core::kMaxAccBytes),
       tail(core::kTailBytes), out(64 * 64), temp(std::size_t(16) << 20);
@@ -255,6 +256,11 @@ report run_tune(const tune_options& opt) {
   if (want("stats")) add(tune::stats_groups(b));
   table shapes;
   for (auto& g : groups) {
+    if (opt.max_log2 > 0)
+      g.log2_sizes.erase(std::remove_if(g.log2_sizes.begin(), g.log2_sizes.end(),
+                                        [&](int lg) { return lg > opt.max_log2; }),
+                         g.log2_sizes.end());
+    if (g.log2_sizes.empty()) continue;
     // One input: up to 4 GiB of it; two inputs (dot): up to 1 GiB of each.
     b.capacity = (g.binary ? in2_bytes : in_bytes) / g.elem_bytes;
     std::vector<tune::group> one;

@@ -16,6 +16,7 @@ struct tune_options {
   bool measure = false;             // time the candidate shapes (about 2 minutes)
   bool quick = false;               // fewer repetitions
   std::vector<std::string> groups;  // core, numerics, exact, stats (empty: all)
+  int max_log2 = 0;                 // only the sizes up to 2^max_log2 (0: every size of each group)
   std::function<void(const std::string&)> progress;
 };
 

@@ -25,6 +25,11 @@ std::vector<group> exact_groups(const sweep_buffers& b) {
         exact_candidate<float, exact_form::sum, 512, 8, G, 1, 2, true, false>("512x8 mb1 acc2 strided", b, k++),
         exact_candidate<float, exact_form::sum, 512, 8, G, 1, 2>("512x8 mb1 acc2", b, k++),
         exact_candidate<float, exact_form::sum, 256, 8, G, 2, 2>("256x8 mb2 acc2", b, k++),
+        // Small inputs on one block: one expansion a thread (no merge of two before the block's
+        // tree), and fewer warps in the tree.
+        exact_candidate<float, exact_form::sum, 512, 4, G, 2, 1, false, false>("512x4 mb2 acc1 per-element test, strided", b, k++),
+        exact_candidate<float, exact_form::sum, 256, 4, G, 2, 2, false, false>("256x4 mb2 acc2 per-element test, strided", b, k++),
+        exact_candidate<float, exact_form::sum, 128, 8, G, 4, 2, false, false>("128x8 mb4 acc2 per-element test, strided", b, k++),
     };
     gs.push_back(std::move(g));
   }

@@ -167,7 +167,9 @@ template <class T, core::exact_form F, int B, int U, core::load_hint H, int MB, 
 candidate exact_candidate(const char* label, const sweep_buffers& b, int slot) {
   using Op = core::op_exact<T, F, A, GT>;
   auto strided = core::exact_kernel<T, Op, B, U, H, MB, false>;
-  auto dynamic = core::exact_kernel<T, Op, B, U, H, MB, true>;
+  // Only candidates that may take the dynamic schedule compile its kernel (each is a large one).
+  auto dynamic = strided;
+  if constexpr (DYN && F != core::exact_form::dot) dynamic = core::exact_kernel<T, Op, B, U, H, MB, true>;
   candidate c = describe(label, strided, B, U, MB, A, H == core::load_hint::ldg, int(sizeof(T)),
                          F == core::exact_form::dot);
   c.heavy = true;

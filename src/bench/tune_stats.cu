@@ -25,6 +25,8 @@ std::vector<group> stats_groups(const sweep_buffers& b) {
         // Half the warps: shorter block trees for the small sizes' single block and last block.
         reduce_candidate<float, Op, 256, 4, G, 2>("256x4 mb2 acc2", b, k++),
         reduce_candidate<float, Op, 256, 8, G, 1>("256x8 mb1 acc2", b, k++),
+        // A quarter of the warps (the small sizes' single block).
+        reduce_candidate<float, Op, 128, 8, G, 4>("128x8 mb4 acc2", b, k++),
     };
     gs.push_back(std::move(g));
   }
@@ -39,6 +41,8 @@ std::vector<group> stats_groups(const sweep_buffers& b) {
         reduce_candidate<double, Op, 512, 8, G, 1>("512x8 mb1 acc2", b, k++),
         reduce_candidate<double, Op, 512, 4, G, 2, 1>("512x4 mb2 acc1", b, k++),
         reduce_candidate<double, Op, 256, 8, G, 1>("256x8 mb1 acc2", b, k++),
+        reduce_candidate<double, Op, 256, 4, G, 2>("256x4 mb2 acc2", b, k++),
+        reduce_candidate<double, Op, 128, 8, G, 4>("128x8 mb4 acc2", b, k++),
     };
     gs.push_back(std::move(g));
   }

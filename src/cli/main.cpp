@@ -317,6 +317,8 @@ int main(int argc, char** argv) {
   tune->add_option("--groups", tune_opt.groups, "core, numerics, exact, stats (default: all)")
       ->delimiter(',')
       ->check(CLI::IsMember({"core", "numerics", "exact", "stats"}));
+  tune->add_option("--max-log2", tune_opt.max_log2, "with --measure: only the sizes up to 2^K (default: all)")
+      ->check(CLI::Range(10, 31));
 
   output_files num_out;
   bool num_quick = false, num_cold = false;
@@ -349,6 +351,13 @@ int main(int argc, char** argv) {
                    "the exact sums' dynamic schedule: its last rounds >> K in chunks of one round (0: none; -1: the "
                    "policy's)")
       ->check(CLI::Range(-1, 63))
+      ->capture_default_str();
+  std::string num_depth = "policy";
+  numerics
+      ->add_option("--depth", num_depth,
+                   "every launch in one compiled shape: base or deep (policy: the GPU's choice, by size where it "
+                   "has one)")
+      ->check(CLI::IsMember({"policy", "base", "deep"}))
       ->capture_default_str();
 
   output_files seg_out;
@@ -551,6 +560,7 @@ int main(int argc, char** argv) {
       o.sched = tally::bench::parse_schedule(num_schedule);
       o.exact_chunk_rounds = num_exact_chunk_rounds;
       o.exact_chunk_tail = num_exact_chunk_tail;
+      o.depth = num_depth;
       tally::cli::progress p("bench numerics");
       o.progress = [&](const std::string& s) { p.step(s); };
       const tally::bench::report rep = tally::bench::run_numerics_bench(o);

@@ -345,8 +345,9 @@ void launch_exact(const void* d_in, std::uint64_t n, void* d_out, const launch_c
     if (forced_depth() < 0 && ch.d == depth::base) {
       if (c.describe)
         c.describe->why += std::is_same_v<T, float>
-                               ? "; sums and means one deep round holds: one deep block; where base's grid "
-                                 "holds a block in at most every second SM: 256-thread blocks"
+                               ? "; sums and means one deep round holds: one deep block; where one 256-thread "
+                                 "block holds them or base's grid holds a block in at most every second SM: "
+                                 "256-thread blocks"
                                : "; where base's grid holds a block in at most every second SM: 256-thread blocks";
       if constexpr (std::is_same_v<T, float>) {
         if (one_deep_round(n * sizeof(T), TB::s, TD::s)) {
@@ -359,7 +360,7 @@ void launch_exact(const void* d_in, std::uint64_t n, void* d_out, const launch_c
       }
       const std::uint64_t base_blocks = grid_for(TB::s, sizeof(T), n, false, true, c.dev->sm_count, ch.per_sm,
                                                  c.ws ? c.ws->max_blocks : kMaxBlocks, policy_for(*c.dev).grid);
-      if (exact_half_blocks(base_blocks, c.dev->sm_count)) {
+      if (exact_half_blocks(base_blocks, c.dev->sm_count) || exact_half_single(sizeof(T), n)) {
         static std::atomic<int> half_per_sm[64] = {};
         const int per_sm = cached_occupancy(half_per_sm, exact_half_kernel_of<T, F>(), exact_half_shape(), 0, c);
         launch_exact_kernel<T, F>(exact_half_kernel_of<T, F>(), exact_half_shape(), depth::base, per_sm, false, d_in,
@@ -372,6 +373,43 @@ void launch_exact(const void* d_in, std::uint64_t n, void* d_out, const launch_c
     launch_exact_kernel<T, F>(exact_kernel_of<T, F, depth::deep>(), TD::s, depth::deep, ch.per_sm, false, d_in, n, d_out, c);
   else
     launch_exact_kernel<T, F>(exact_kernel_of<T, F, depth::base>(), TB::s, depth::base, ch.per_sm, false, d_in, n, d_out, c);
+}
+
+// The statistics' narrow blocks (tuning.hpp, stats_narrow_shape) for f32 and f64 inputs where
+// the base shape's grid is sparse (stats_narrow_blocks); elsewhere, or with a forced depth, the
+// one-pass launcher.
+template <class T, class Op>
+constexpr auto stats_narrow_kernel_of() {
+  constexpr shape s = stats_narrow_shape(sizeof(T));
+  static_assert(s.block >= kMinBlockThreads, "capture workspaces are sized for blocks this large");
+  return reduce_kernel<T, Op, s.block, s.unroll, load_hint::ldg, layout::strided, s.min_blocks, s.accs>;
+}
+template <class T, bool Ignore>
+void launch_stats(const void* d_in, std::uint64_t n, void* d_out, const launch_ctx& c) {
+  using Op = op_stats<T, Ignore>;
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    // The grids' sizes decide (their caps of blocks per SM do not: a grid that reaches one holds
+    // a block in every SM).
+    using TB = tuning_of<T, Op, depth::base>;
+    constexpr shape s = stats_narrow_shape(sizeof(T));
+    const device_policy& pol = policy_for(*c.dev);
+    const unsigned int max_blocks = c.ws ? c.ws->max_blocks : kMaxBlocks;
+    const std::uint64_t sms = c.dev->sm_count;
+    const std::uint64_t base_blocks = grid_for(TB::s, sizeof(T), n, false, true, sms, 1, max_blocks, pol.grid);
+    const std::uint64_t narrow_blocks = grid_for(s, sizeof(T), n, false, true, sms, 1, max_blocks, pol.grid);
+    if (forced_depth() < 0 && stats_narrow_blocks(base_blocks, narrow_blocks, sms)) {
+      static std::atomic<int> per_sm_cache[64] = {};
+      const int per_sm = cached_occupancy(per_sm_cache, stats_narrow_kernel_of<T, Op>(), s, max_per_sm_v<Op>, c);
+      const unsigned int blocks = plan_grid(s, sizeof(T), n, false, true, depth::base, per_sm, c);
+      if (c.dry_run) return;
+      reduce_args<T, Op> args{static_cast<const T*>(d_in), n, static_cast<typename Op::out_type*>(d_out),
+                              static_cast<typename Op::acc_type*>(c.ws->d_partials), c.ws->d_counter, nullptr};
+      check_cuda(launch_pdl(stats_narrow_kernel_of<T, Op>(), args, blocks, s.block, c.stream),
+                 "launching the statistics kernel (cudaLaunchKernelEx)");
+      return;
+    }
+  }
+  launch<T, Op>(d_in, n, d_out, c);
 }
 
 // argmin/argmax: the packed form while every index fits in 32 bits, the general one past that.
@@ -411,14 +449,14 @@ launch_fn launcher_numerics(kind k) {
     case kind::mean:
       if constexpr (is_fp) return &launch<T, op_mean<op_sum<T>, mean_out_t<T>>>;
       else return &launch<T, op_mean_int<T>>;
-    case kind::stats: return &launch<T, op_stats<T, false>>;
+    case kind::stats: return &launch_stats<T, false>;
     default: break;
   }
   if constexpr (is_fp) {
     switch (k) {
       case kind::argmin_ignore: return &launch_arg<T, false, true>;
       case kind::argmax_ignore: return &launch_arg<T, true, true>;
-      case kind::stats_ignore: return &launch<T, op_stats<T, true>>;
+      case kind::stats_ignore: return &launch_stats<T, true>;
       case kind::sum_sq: return &launch<T, op_sum_sq<T, false>>;
       case kind::norm2:
         if constexpr (std::is_same_v<T, double>) return &launch<T, op_norm2_f64>;

@@ -155,9 +155,43 @@ constexpr bool exact_half_blocks(std::uint64_t base_blocks, std::uint64_t sms) {
   return base_blocks > 1 && 2 * base_blocks <= sms;
 }
 
+// The statistics (a block merge of two trees, ops_stats.cuh) likewise take blocks of half the
+// threads where the base shape's grid would hold a block in at most every second SM: fewer warps
+// in the block's trees and, for f64, more SMs folding. Where base's grid is one block, only if the
+// narrow grid is one block too or spreads the fold over at least kStatsSplitBlocks blocks (a grid
+// of a few blocks pays the partials' hand-over and a second merge for little folding saved).
+// Tune, graph, H200 (2026-11-29 18:08 UTC, docs/data/tune-small-h200-1129.md), against the base
+// shape at 2^10 / 2^12 / 2^14 / 2^16: f64 256 x 4 at two blocks an SM 1.99 / 2.63 / 3.90 / 4.32 us
+// (256 x 8 at one: 2.19 / 2.61 / 4.11 / 4.50; base 512 x 8: 2.62 / 3.04 / 4.77 / 4.87; at 2^18,
+// 256 base blocks, 6.70 against 5.54); f32 256 x 8 at one block an SM 1.91 / 2.15 / 3.03 / 3.74
+// (base 512 x 4: 1.95 / 2.29 / 3.13 / 3.97; 256 x 4 1.83 / 2.06 / 3.56 / 3.64: its one block holds
+// half of 2^14, which then takes 16 blocks). In the library (`tally bench numerics --depth base`
+// against the policy, twice each, H200 2026-11-29 18:31 UTC, docs/data/ab-small-shapes-h200-1129.md):
+// f64 at 6144 / 8192 elements on 12 / 16 narrow blocks 3.67 / 3.70 us against one base block's
+// 3.21 / 3.60, at 2^14 on 32 blocks 3.75 against 4.69. f32 and f64; the other element types keep
+// their shapes (not measured).
+constexpr shape stats_narrow_shape(int elem_bytes) {
+  return elem_bytes == 8 ? shape{256, 4, 2, 2} : shape{256, 8, 1, 2};
+}
+inline constexpr std::uint64_t kStatsSplitBlocks = 32;
+constexpr bool stats_narrow_blocks(std::uint64_t base_blocks, std::uint64_t narrow_blocks, std::uint64_t sms) {
+  if (base_blocks == 0 || 2 * base_blocks > sms) return false;
+  return base_blocks > 1 || narrow_blocks == 1 || narrow_blocks >= kStatsSplitBlocks;
+}
+
 // Elements one block consumes in one round of loads.
 constexpr std::uint64_t round_elements(const shape& s, int elem_bytes) {
   return std::uint64_t(s.block) * s.unroll * (16 / elem_bytes);
+}
+
+// f32 exact sums and means that one round of one exact_half_shape block reads (4096 elements)
+// take that block too: tune, graph, H200 (2026-11-29 18:08 UTC, docs/data/tune-small-h200-1129.md),
+// 256 x 4 at 2^10 / 2^12 2.05 / 2.20 us against base's 512 x 4 2.07 / 2.45 (the fast sum 1.12 /
+// 1.19); in the library (18:31 UTC, docs/data/ab-small-shapes-h200-1129.md) 1.93 / 2.10 against 1.97 / 2.33,
+// but at two of its rounds (6144 / 8192 elements) 2.50 / 2.47 against 2.49 / 2.42. f64 in the
+// tune: 2.26 / 2.97 against 2.27 / 2.89, not taken.
+constexpr bool exact_half_single(int elem_bytes, std::uint64_t n) {
+  return elem_bytes == 4 && n > 0 && n <= round_elements(exact_half_shape(), elem_bytes);
 }
 
 // The grid rule's run-time thresholds (policy.hpp sets them from the device's L2 size).
