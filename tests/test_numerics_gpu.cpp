@@ -1581,14 +1581,22 @@ void run_stats_narrow_window() {
   const std::uint64_t base_single = std::uint64_t(base.block) * base.unroll * vn * core::kSingleBlockRounds;
   const std::uint64_t narrow_single = std::uint64_t(narrow.block) * narrow.unroll * vn * core::kSingleBlockRounds;
   const std::uint64_t narrow_per_block = std::uint64_t(narrow.block) * vn;  // a vector a thread
-  const std::uint64_t split = core::kStatsSplitBlocks * narrow_per_block;    // 32 narrow blocks
-  const std::uint64_t hi = sms / 2 * base.block * vn;  // base's grid (a vector a thread): sms / 2 blocks
+  const std::uint64_t base_per_block = std::uint64_t(base.block) * vn;
+  // The last input of kStatsSplitBlocks - 1 narrow blocks (f64: 15872 elements; f32's is past its
+  // one base block).
+  const std::uint64_t split = (core::kStatsSplitBlocks - 1) * narrow_per_block;
+  const std::uint64_t hi = sms / 2 * base_per_block;  // base's grid: sms / 2 blocks
   std::uint64_t seed = test_seed() + 77;
-  for (std::uint64_t n : sizes({1, 33, 1000, narrow_single, narrow_single + 1, split - 1, split, base_single,
+  for (std::uint64_t n : sizes({1, 33, 1000, narrow_single, narrow_single + 1, split, split + 1, base_single,
                                 base_single + 1, (base_single + hi) / 2 + 3, hi, hi + 1})) {
     TRACE("stats " << to_string(t) << " narrow window, n=" << n << " (" << sms << " SMs)");
+    // The rule (tuning.hpp, stats_narrow_blocks) on the grids' sizes, each capped at one block an SM.
     const std::uint64_t narrow_blocks = n <= narrow_single ? 1 : (n + narrow_per_block - 1) / narrow_per_block;
-    const bool in = n <= hi && (n > base_single || n <= narrow_single || narrow_blocks >= core::kStatsSplitBlocks);
+    const std::uint64_t base_blocks =
+        std::min<std::uint64_t>(n <= base_single ? 1 : (n + base_per_block - 1) / base_per_block, sms);
+    const std::uint64_t narrow_capped = std::min<std::uint64_t>(narrow_blocks, sms);
+    const bool in = 2 * base_blocks <= sms &&
+                    (base_blocks > 1 || narrow_capped == 1 || narrow_capped >= core::kStatsSplitBlocks);
     auto h = uniform<T>(n, ++seed, 1e3, 1e3 + 1);
     check_stats(h, nan_policy::propagate, "large mean", 1e-10L, n % 3);
     const core::launch_record r = core::last_launch();

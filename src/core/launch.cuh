@@ -382,7 +382,8 @@ template <class T, class Op>
 constexpr auto stats_narrow_kernel_of() {
   constexpr shape s = stats_narrow_shape(sizeof(T));
   static_assert(s.block >= kMinBlockThreads, "capture workspaces are sized for blocks this large");
-  return reduce_kernel<T, Op, s.block, s.unroll, load_hint::ldg, layout::strided, s.min_blocks, s.accs>;
+  constexpr int mb = min_blocks_v<Op> > s.min_blocks ? min_blocks_v<Op> : s.min_blocks;
+  return reduce_kernel<T, Op, s.block, s.unroll, load_hint::ldg, layout::strided, mb, s.accs>;
 }
 template <class T, bool Ignore>
 void launch_stats(const void* d_in, std::uint64_t n, void* d_out, const launch_ctx& c) {
@@ -410,6 +411,10 @@ void launch_stats(const void* d_in, std::uint64_t n, void* d_out, const launch_c
     }
   }
   launch<T, Op>(d_in, n, d_out, c);
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    if (c.describe && forced_depth() < 0)
+      c.describe->why += "; where base's grid holds a block in at most every second SM: 256-thread blocks";
+  }
 }
 
 // argmin/argmax: the packed form while every index fits in 32 bits, the general one past that.

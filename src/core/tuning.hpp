@@ -161,11 +161,13 @@ constexpr bool exact_half_blocks(std::uint64_t base_blocks, std::uint64_t sms) {
 // narrow grid is one block too or spreads the fold over at least kStatsSplitBlocks blocks (a grid
 // of a few blocks pays the partials' hand-over and a second merge for little folding saved).
 // Tune, graph, H200 (2026-11-29 18:08 UTC, docs/data/tune-small-h200-1129.md), against the base
-// shape at 2^10 / 2^12 / 2^14 / 2^16: f64 256 x 4 at two blocks an SM 1.99 / 2.63 / 3.90 / 4.32 us
-// (256 x 8 at one: 2.19 / 2.61 / 4.11 / 4.50; base 512 x 8: 2.62 / 3.04 / 4.77 / 4.87; at 2^18,
-// 256 base blocks, 6.70 against 5.54); f32 256 x 8 at one block an SM 1.91 / 2.15 / 3.03 / 3.74
-// (base 512 x 4: 1.95 / 2.29 / 3.13 / 3.97; 256 x 4 1.83 / 2.06 / 3.56 / 3.64: its one block holds
-// half of 2^14, which then takes 16 blocks). In the library (`tally bench numerics --depth base`
+// shape at 2^10 / 2^12 / 2^14 / 2^16: f64 256 x 4 (80 registers, three blocks an SM) 1.99 / 2.63 /
+// 3.90 / 4.32 us (256 x 8: 2.19 / 2.61 / 4.11 / 4.50; base 512 x 8: 2.62 / 3.04 / 4.77 / 4.87; at
+// 2^18, past the window, on the base grid's 132 blocks, 6.70 against 5.54); f32 256 x 8 (96
+// registers, two blocks an SM) 1.91 / 2.15 / 3.03 / 3.74 (base 512 x 4: 1.95 / 2.29 / 3.13 / 3.97;
+// 256 x 4 1.83 / 2.06 / 3.56 / 3.64: its one block holds half of 2^14, which then takes 16
+// blocks). f32 from 2^16 to the window's end (66 base blocks on 132 SMs: 135168 elements) is not
+// measured (the tune's next size, 2^18, is past it). In the library (`tally bench numerics --depth base`
 // against the policy, twice each, H200 2026-11-29 18:31 UTC, docs/data/ab-small-shapes-h200-1129.md):
 // f64 at 6144 / 8192 elements on 12 / 16 narrow blocks 3.67 / 3.70 us against one base block's
 // 3.21 / 3.60, at 2^14 on 32 blocks 3.75 against 4.69. f32 and f64; the other element types keep
