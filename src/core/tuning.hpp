@@ -176,9 +176,10 @@ constexpr shape stats_narrow_shape(int elem_bytes) {
   return elem_bytes == 8 ? shape{256, 4, 2, 2} : shape{256, 8, 1, 2};
 }
 inline constexpr std::uint64_t kStatsSplitBlocks = 32;
+// The exact sums' sparse-grid rule, and the one-block case on its own terms.
 constexpr bool stats_narrow_blocks(std::uint64_t base_blocks, std::uint64_t narrow_blocks, std::uint64_t sms) {
-  if (base_blocks == 0 || 2 * base_blocks > sms) return false;
-  return base_blocks > 1 || narrow_blocks == 1 || narrow_blocks >= kStatsSplitBlocks;
+  return exact_half_blocks(base_blocks, sms) ||
+         (base_blocks == 1 && 2 <= sms && (narrow_blocks == 1 || narrow_blocks >= kStatsSplitBlocks));
 }
 
 // Elements one block consumes in one round of loads.
