@@ -74,17 +74,23 @@ TEST(PolicyCpu, DeepOnlyPastTheL2) {
   EXPECT_TRUE(core::deep_reads_memory(std::uint64_t(4) << 30, 50 * MiB));
 }
 
-// The exact sums' one-round window: past one base round, up to one deep round (f32: 8192 and
-// 16384 elements in the compiled shapes; f64: 4096 and 8192).
+// The exact sums' one-round window: base needs two rounds, one deep round holds it, more than a
+// third full (f32 in the compiled shapes: 5462-16384 elements, the launcher's window; the
+// predicate for f64's shapes: 2731-8192).
 TEST(PolicyCpu, ExactSumsTakeOneDeepRound) {
   using core::compiled_shape;
   const auto b4 = compiled_shape(4, family::exact, depth::base), d4 = compiled_shape(4, family::exact, depth::deep);
-  EXPECT_FALSE(core::one_deep_round(4 * 8192, b4, d4));
-  EXPECT_TRUE(core::one_deep_round(4 * 8193, b4, d4));
+  EXPECT_EQ(core::round_elements(b4, 4), 8192u);
+  EXPECT_EQ(core::round_elements(d4, 4), 16384u);
+  EXPECT_FALSE(core::one_deep_round(4 * 4097, b4, d4));
+  EXPECT_FALSE(core::one_deep_round(4 * 5461, b4, d4));
+  EXPECT_TRUE(core::one_deep_round(4 * 5462, b4, d4));
+  EXPECT_TRUE(core::one_deep_round(4 * 8192, b4, d4));
   EXPECT_TRUE(core::one_deep_round(4 * 16384, b4, d4));
   EXPECT_FALSE(core::one_deep_round(4 * 16385, b4, d4));
   const auto b8 = compiled_shape(8, family::exact, depth::base), d8 = compiled_shape(8, family::exact, depth::deep);
-  EXPECT_FALSE(core::one_deep_round(8 * 4096, b8, d8));
+  EXPECT_FALSE(core::one_deep_round(8 * 2730, b8, d8));
+  EXPECT_TRUE(core::one_deep_round(8 * 2731, b8, d8));
   EXPECT_TRUE(core::one_deep_round(8 * 8192, b8, d8));
   EXPECT_FALSE(core::one_deep_round(8 * 8193, b8, d8));
   EXPECT_FALSE(core::one_deep_round(4 * 8192, d4, b4));  // a "deep" no larger than base: never

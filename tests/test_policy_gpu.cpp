@@ -120,8 +120,9 @@ TEST(PolicyGpu, DeepShapeOnlyPastTheL2) {
 }
 
 // Exact f32 and f64 sums and means where the launcher leaves the family's two shapes
-// (launch.cuh, launch_exact): one deep block for an f32 input one deep round holds (8193-16384
-// elements; its threads with a whole round, from 14337, take the round's grid test), one
+// (launch.cuh, launch_exact): one deep block for an f32 input one deep round holds, more than a
+// third full (5462-16384 elements; every thread's round, a partial one padded, takes the round's
+// grid test), one
 // 256-thread block for an f32 input of up to 4096 elements, 256-thread blocks on twice the grid
 // where base's grid would hold a block in at most every second SM. At
 // the edges of both windows and inside them, on data of a wide range (the grid test fails, each
@@ -149,9 +150,24 @@ void check_exact_small_shapes(dtype t, bool small_integers) {
   // f32: one half-shape block up to one of its rounds (tuning.hpp, exact_half_single).
   const std::uint64_t half_single =
       core::exact_half_single(sizeof(T), 1) ? core::round_elements(core::exact_half_shape(), sizeof(T)) : 0;
-  std::vector<std::uint64_t> ns{1,          1000,           base_round / 2, base_round / 2 + 3, base_round,
-                                base_round + 1, deep_round - base_round / 8, deep_round, deep_round + 1,
-                                single_max + 1, (single_max + half_hi) / 2 + 5, half_hi, half_hi + 1};
+  // f32: deep_round / 3 and one more (the one-round window's lower edge), 12293 (no thread holds
+  // a whole round: each pads its partial one, and a scalar tail follows the vectors).
+  std::vector<std::uint64_t> ns{1,
+                                1000,
+                                base_round / 2,
+                                base_round / 2 + 3,
+                                deep_round / 3,
+                                deep_round / 3 + 1,
+                                base_round,
+                                base_round + 1,
+                                deep_round * 3 / 4 + 5,
+                                deep_round - base_round / 8,
+                                deep_round,
+                                deep_round + 1,
+                                single_max + 1,
+                                (single_max + half_hi) / 2 + 5,
+                                half_hi,
+                                half_hi + 1};
   const std::uint64_t top = *std::max_element(ns.begin(), ns.end());
   std::vector<T> h;
   if (small_integers) {
@@ -176,7 +192,7 @@ void check_exact_small_shapes(dtype t, bool small_integers) {
     for (op o : {op::sum, op::mean}) {
       const value v = reduce_value(d.get(), n, t, o, nullptr, ex);
       const core::launch_record r = core::last_launch();
-      const bool in_one_round = one_round && n > base_round && n <= deep_round;
+      const bool in_one_round = one_round && 3 * n > deep_round && n <= deep_round;
       const bool in_half_single = n <= half_single;
       const bool in_half = !in_one_round && (in_half_single || (n > single_max && n <= half_hi));
       if (rule_deep) {

@@ -204,7 +204,20 @@ __device__ __forceinline__ typename Op::acc_type reduce_block_range(const T* __r
   // 64-register deep shape spilled 100-900 B per thread in the main loop for it (int8/uint8
   // sum, prod, min, max). Either way vector i + u * stride folds into acc[u % ACCS], as it
   // would have in a full round: the same bits.
-  if constexpr (binary_v<Op> || UNROLL == 1 || L == layout::chunk || sizeof(T) == 1) {
+  if constexpr (pads_rounds_v<Op>) {
+    // A whole round, its missing vectors filled with the op's pad (ops.cuh, pads_rounds): one
+    // round's test for a thread holding any of it (the exact f32 sum in one deep block).
+    V pad;
+#pragma unroll
+    for (int k = 0; k < VN; ++k) pad.e[k] = Op::pad();
+    V v[UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      v[u] = pad;
+      if (u < UNROLL - 1 && i + u * stride < end) v[u] = load_vec<H>(d_vec + i + u * stride);
+    }
+    if (i < end) fold_round_at(v, i);
+  } else if constexpr (binary_v<Op> || UNROLL == 1 || L == layout::chunk || sizeof(T) == 1) {
 #pragma unroll
     for (int u = 0; u < UNROLL - 1; ++u) {
       if (i < end) {

@@ -321,6 +321,15 @@ struct op_exact {
   // A whole round of U vectors into the A accumulators (vector u into acc[u % A], as the core
   // loop would).
   static constexpr bool round_fold = !binary;
+  // With the round's grid test, a partial round too, padded with -0 (the additive identity of
+  // IEEE arithmetic: a0 + -0 is a0, +0 included; its bits constrain no grid, as exact_grid_round
+  // says; the general path adds nothing for it), so that a thread holding fewer than U vectors
+  // still takes one test, not one an element (tuning.hpp, one_deep_round).
+  static constexpr bool pads_rounds = round_fold && grid_test;
+  static __device__ __forceinline__ T pad() {
+    if constexpr (std::is_same_v<T, float>) return -0.0f;
+    else return T{static_cast<std::uint16_t>(0x8000u)};  // f16_t / bf16_t bits: -0
+  }
   template <int U, int A, class V>
   static __device__ __forceinline__ void fold_round(acc_type (&acc)[A], const V (&v)[U]) {
     constexpr int VN = V::size;

@@ -294,7 +294,8 @@ void launch_exact_kernel(K kernel, const shape& s, depth d, int per_sm, bool dyn
 }
 
 // One block of the deep shape with the round's grid test for narrow inputs (device_exact.cuh), for a sum
-// or mean that one deep round holds and base needs two rounds for (tuning.hpp, one_deep_round).
+// or mean that one deep round holds, base needs two rounds for, and that fills more than a third of
+// the deep round (tuning.hpp, one_deep_round).
 template <class T, exact_form F>
 constexpr auto exact_one_round_kernel_of() {
   using Tu = tuning<sizeof(T), family::exact, depth::deep>;

@@ -225,6 +225,9 @@ using op_any = op_logical<T, false>;
 // min_blocks:  __launch_bounds__ minimum resident blocks (caps the registers).
 // round_fold:  fold_round<U, A>(acc, v) folds a whole round of U loaded vectors (the exact
 //              sum: one exactness test per round).
+// pads_rounds: a thread's last, partial round is folded as a whole round too, its missing
+//              vectors filled with Op::pad() (an element the fold ignores), so that it takes
+//              the round's one test instead of each element's (device.cuh, reduce_block_range).
 // heavy:       the fold costs more than the load (statistics, compensated and exact sums): the
 //              grid spreads such ops over more blocks at middle sizes (tuning.hpp, grid_for).
 // max_per_sm:  launch at most this many blocks per SM (0: as many as fit).
@@ -247,6 +250,7 @@ TALLY_OP_TRAIT(min_blocks, int, 1)
 TALLY_OP_TRAIT(max_per_sm, int, 0)
 TALLY_OP_TRAIT(heavy, bool, false)
 TALLY_OP_TRAIT(round_fold, bool, false)
+TALLY_OP_TRAIT(pads_rounds, bool, false)
 TALLY_OP_TRAIT(pipelined, bool, false)
 #undef TALLY_OP_TRAIT
 

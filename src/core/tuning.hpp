@@ -125,19 +125,26 @@ constexpr bool pipeline_rounds(std::uint64_t bytes, std::uint64_t l2_bytes) {
 // docs/data/tune-stats-h200-1128-2300.md) and 0.95-1.01 on an H100 (docs/data/tune-h100-1128.md),
 // deep faster from 2^24 (1.03 on the H200). A forced depth holds at every size.
 constexpr bool deep_reads_memory(std::uint64_t bytes, std::uint64_t l2_bytes) { return bytes > l2_bytes; }
-// The exact f32 sums and means (launch.cuh, launch_exact) read an input that one deep block holds
-// in a single round, and base needs two rounds for, in one block of the deep shape: all its loads
-// go out at once. Its kernel has the round's grid test (device_exact.cuh, exact_grid_round) for
-// the threads that hold a whole round (in the strided layout: from 14337 f32 elements); the other
-// threads' elements take each add's own test. Tune, graph, exact f32 at 2^14, this kernel against
-// the base kernel: H200 2.78 against 2.95 us (2026-11-28 23:24 UTC,
-// docs/data/tune-exact-stats-h200-1128-2325.md), H100 2.81 against 2.97 (2026-11-28 01:44 UTC,
-// docs/data/tune-h100-1128.md); in the library on the H200 2.98 -> 2.77 (A/B,
-// docs/data/ab-exact-small-shapes-h200-1129.md). A forced depth takes the forced shape instead.
+// The exact f32 sums and means (launch.cuh, launch_exact) of an input that one round of a deep
+// block holds, base needs two rounds for, and that fills more than a third of the deep round take
+// one block of the deep shape: all its loads go out at once. Its kernel has the round's grid test
+// (device_exact.cuh, exact_grid_round) for every thread, a thread's partial round padded to a
+// whole one (ops.cuh, pads_rounds). Tune, graph, exact f32 at 2^14, this kernel against the base
+// kernel: H200 2.78 against 2.95 us (2026-11-28 23:24 UTC, docs/data/tune-exact-stats-h200-1128-2325.md),
+// H100 2.81 against 2.97 (2026-11-28 01:44 UTC, docs/data/tune-h100-1128.md). Before the padding
+// the threads of a partial round tested each add, and the window (then from one base round, 8193
+// elements) lost where no thread held a whole round: 12288 elements 3.15 us against base's 2.90
+// (docs/data/ab-small-shapes-h200-1129.md). Padded, in the library against base (`tally bench
+// numerics --depth base`, A B A B, H200 2026-11-29 20:44 UTC, docs/data/ab-exact-padded-h200-1129.md),
+// graph us: 4097 / 5000 / 6144 / 7000 / 8192 / 12288 / 14336 / 2^14 elements 2.55 / 2.33 / 2.35 /
+// 2.35 / 2.36 / 2.40 / 2.39 / 2.60 against 2.43 / 2.29 / 2.40 / 2.73 / 2.34 / 2.88 / 3.04 / 2.98: a
+// quarter-full round (4097) pays for its pads (six of a thread's eight vectors), from about a third
+// full it wins; the bound sits between the measured 5000 and 6144. A forced depth takes the forced
+// shape instead.
 constexpr bool one_deep_round(std::uint64_t bytes, const shape& base, const shape& deep) {
   const std::uint64_t base_round = std::uint64_t(base.block) * base.unroll * 16;
   const std::uint64_t deep_round = std::uint64_t(deep.block) * deep.unroll * 16;
-  return deep_round > base_round && bytes > base_round && bytes <= deep_round;
+  return deep_round > base_round && 3 * bytes > deep_round && bytes <= deep_round;
 }
 // The exact sums and means take blocks of half the threads (exact_half_shape) on twice the grid
 // where the base shape's grid of heavy blocks (grid_for: a block per vector a thread, so the
