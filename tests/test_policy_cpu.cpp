@@ -74,9 +74,9 @@ TEST(PolicyCpu, DeepOnlyPastTheL2) {
   EXPECT_TRUE(core::deep_reads_memory(std::uint64_t(4) << 30, 50 * MiB));
 }
 
-// The exact sums' one-round window: base needs two rounds, one deep round holds it, more than a
-// third full (f32 in the compiled shapes: 5462-16384 elements, the launcher's window; the
-// predicate for f64's shapes: 2731-8192).
+// The exact sums' one-round window: one deep round holds the input, more than a third full (f32
+// in the compiled shapes: 5462-16384 elements, the launcher's window; the predicate for f64's
+// shapes: 2731-8192).
 TEST(PolicyCpu, ExactSumsTakeOneDeepRound) {
   using core::compiled_shape;
   const auto b4 = compiled_shape(4, family::exact, depth::base), d4 = compiled_shape(4, family::exact, depth::deep);

@@ -255,7 +255,8 @@ __device__ __forceinline__ bool exact_grid_round(exact_acc (&acc)[A], const exac
 // branch per round, so loads can be scheduled across it.
 //
 // GridTest (narrow inputs): the round's test is exact_grid_round's bound (the dynamic schedule's
-// kernel, launch.cuh); false: each element's own exactness test (exact_try_narrow), which the
+// kernel and the f32 one-deep-block kernel, launch.cuh; the tune's grid-test candidates), partial
+// rounds padded (pads_rounds); false: each element's own exactness test (exact_try_narrow), which the
 // strided kernel and the segmented layer use (it measured as fast or faster there).
 template <class T, exact_form F, int ACCS = 2, bool GridTest = false>
 struct op_exact {
@@ -327,6 +328,7 @@ struct op_exact {
   // still takes one test, not one an element (tuning.hpp, one_deep_round).
   static constexpr bool pads_rounds = round_fold && grid_test;
   static __device__ __forceinline__ T pad() {
+    static_assert(std::is_same_v<T, float> || is_half_v<T>, "the grid test's narrow inputs only");
     if constexpr (std::is_same_v<T, float>) return -0.0f;
     else return T{static_cast<std::uint16_t>(0x8000u)};  // f16_t / bf16_t bits: -0
   }

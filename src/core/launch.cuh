@@ -294,8 +294,8 @@ void launch_exact_kernel(K kernel, const shape& s, depth d, int per_sm, bool dyn
 }
 
 // One block of the deep shape with the round's grid test for narrow inputs (device_exact.cuh), for a sum
-// or mean that one deep round holds, base needs two rounds for, and that fills more than a third of
-// the deep round (tuning.hpp, one_deep_round).
+// or mean that one deep round holds and that fills more than a third of it (tuning.hpp,
+// one_deep_round), each thread's partial round padded to a whole one (ops.cuh, pads_rounds).
 template <class T, exact_form F>
 constexpr auto exact_one_round_kernel_of() {
   using Tu = tuning<sizeof(T), family::exact, depth::deep>;
@@ -346,9 +346,9 @@ void launch_exact(const void* d_in, std::uint64_t n, void* d_out, const launch_c
     if (forced_depth() < 0 && ch.d == depth::base) {
       if (c.describe)
         c.describe->why += std::is_same_v<T, float>
-                               ? "; sums and means one deep round holds: one deep block; where one 256-thread "
-                                 "block holds them or base's grid holds a block in at most every second SM: "
-                                 "256-thread blocks"
+                               ? "; sums and means that fill more than a third of one deep round: one deep "
+                                 "block; where one 256-thread block holds them or base's grid holds a block in "
+                                 "at most every second SM: 256-thread blocks"
                                : "; where base's grid holds a block in at most every second SM: 256-thread blocks";
       if constexpr (std::is_same_v<T, float>) {
         if (one_deep_round(n * sizeof(T), TB::s, TD::s)) {

@@ -126,8 +126,8 @@ constexpr bool pipeline_rounds(std::uint64_t bytes, std::uint64_t l2_bytes) {
 // deep faster from 2^24 (1.03 on the H200). A forced depth holds at every size.
 constexpr bool deep_reads_memory(std::uint64_t bytes, std::uint64_t l2_bytes) { return bytes > l2_bytes; }
 // The exact f32 sums and means (launch.cuh, launch_exact) of an input that one round of a deep
-// block holds, base needs two rounds for, and that fills more than a third of the deep round take
-// one block of the deep shape: all its loads go out at once. Its kernel has the round's grid test
+// block holds and that fills more than a third of it take one block of the deep shape: all its
+// loads go out at once. Its kernel has the round's grid test
 // (device_exact.cuh, exact_grid_round) for every thread, a thread's partial round padded to a
 // whole one (ops.cuh, pads_rounds). Tune, graph, exact f32 at 2^14, this kernel against the base
 // kernel: H200 2.78 against 2.95 us (2026-11-28 23:24 UTC, docs/data/tune-exact-stats-h200-1128-2325.md),
@@ -135,12 +135,13 @@ constexpr bool deep_reads_memory(std::uint64_t bytes, std::uint64_t l2_bytes) { 
 // the threads of a partial round tested each add, and the window (then from one base round, 8193
 // elements) lost where no thread held a whole round: 12288 elements 3.15 us against base's 2.90
 // (docs/data/ab-small-shapes-h200-1129.md). Padded, in the library against base (`tally bench
-// numerics --depth base`, A B A B, H200 2026-11-29 20:44 UTC, docs/data/ab-exact-padded-h200-1129.md),
+// numerics --depth base`, A B A B, H200 2026-11-29 20:45 UTC, docs/data/ab-exact-padded-h200-1129.md),
 // graph us: 4097 / 5000 / 6144 / 7000 / 8192 / 12288 / 14336 / 2^14 elements 2.55 / 2.33 / 2.35 /
-// 2.35 / 2.36 / 2.40 / 2.39 / 2.60 against 2.43 / 2.29 / 2.40 / 2.73 / 2.34 / 2.88 / 3.04 / 2.98: a
-// quarter-full round (4097) pays for its pads (six of a thread's eight vectors), from about a third
-// full it wins; the bound sits between the measured 5000 and 6144. A forced depth takes the forced
-// shape instead.
+// 2.35 / 2.36 / 2.40 / 2.39 / 2.61 against 2.43 / 2.29 / 2.40 / 2.73 / 2.34 / 2.88 / 3.04 / 2.98: a
+// quarter-full round (4097) pays for its pads (six of a thread's eight vectors); from about a third
+// full to a half it breaks even (6144 and 7000 faster, 8192 and a second run's 5462 within 1%), and
+// past one base round it wins by up to 21%. The bound sits between the measured 5000 (2% slower)
+// and 6144 (2% faster). A forced depth takes the forced shape instead.
 constexpr bool one_deep_round(std::uint64_t bytes, const shape& base, const shape& deep) {
   const std::uint64_t base_round = std::uint64_t(base.block) * base.unroll * 16;
   const std::uint64_t deep_round = std::uint64_t(deep.block) * deep.unroll * 16;
@@ -173,8 +174,9 @@ constexpr bool exact_half_blocks(std::uint64_t base_blocks, std::uint64_t sms) {
 // 2^18, past the window, on the base grid's 132 blocks, 6.70 against 5.54); f32 256 x 8 (96
 // registers, two blocks an SM) 1.91 / 2.15 / 3.03 / 3.74 (base 512 x 4: 1.95 / 2.29 / 3.13 / 3.97;
 // 256 x 4 1.83 / 2.06 / 3.56 / 3.64: its one block holds half of 2^14, which then takes 16
-// blocks). f32 from 2^16 to the window's end (66 base blocks on 132 SMs: 135168 elements) is not
-// measured (the tune's next size, 2^18, is past it). In the library (`tally bench numerics --depth base`
+// blocks). f32 from 2^16 to the window's end (66 base blocks on 132 SMs: 135168 elements), in the
+// library on the H200 (2026-11-29 20:45 UTC, docs/data/ab-exact-padded-h200-1129.md): 2^15 / 100000 /
+// 2^17 elements 3.54 / 3.74 / 3.81 us against base's 3.85 / 3.93 / 3.96. In the library (`tally bench numerics --depth base`
 // against the policy, twice each, H200 2026-11-29 18:31 UTC, docs/data/ab-small-shapes-h200-1129.md):
 // f64 at 6144 / 8192 elements on 12 / 16 narrow blocks 3.67 / 3.70 us against one base block's
 // 3.21 / 3.60, at 2^14 on 32 blocks 3.75 against 4.69. f32 and f64; the other element types keep
