@@ -122,13 +122,13 @@ TEST(PolicyGpu, DeepShapeOnlyPastTheL2) {
 // Exact f32 and f64 sums and means where the launcher leaves the family's two shapes
 // (launch.cuh, launch_exact): one deep block for an f32 input one deep round holds, more than a
 // third full (5462-16384 elements; every thread's round, a partial one padded, takes the round's
-// grid test), one
-// 256-thread block for an f32 input of up to 4096 elements, 256-thread blocks on twice the grid
-// where base's grid would hold a block in at most every second SM. At
-// the edges of both windows and inside them, on data of a wide range (the grid test fails, each
-// add is tested) and on small integers (it holds): the sum equals the exact sum rounded once (the
-// independent reference), and sum and mean are bitwise those of the same call forced to each
-// depth (the exact result does not depend on the grid).
+// grid test), one 256-thread block for an f32 input of up to 4096 elements, 256-thread blocks on
+// twice the grid where base's grid would hold a block in at most every second SM. At the edges of
+// the windows and inside them, on data of a wide range (the grid tests fail: the general path
+// adds the round, pads included, and each add of the per-element kernels is tested) and on small
+// integers (the tests hold): the sum equals the exact sum rounded once (the independent
+// reference), and sum and mean are bitwise those of the same call forced to each depth (the exact
+// result does not depend on the grid).
 bool rule_deep_for_exact(dtype t) {  // the rule's depth for the family (then kept at every size)
   options ex;
   ex.mode = accuracy::exact;

@@ -162,8 +162,9 @@ candidate library_dynamic_candidate(const char* label, const sweep_buffers& b, i
 
 // exact_kernel<T, op_exact<T, F, A, GT>, B, U, H, MB> as a candidate (GT: the round's grid test
 // for narrow inputs, a thread's partial round padded to a whole one since 2026-11-29 (ops.cuh,
-// pads_rounds; tune tables before that date timed the per-element tests there), false: each element's own exactness test; DYN: the dynamic schedule where
-// the launcher's size rule takes it (tuning.hpp, exact_dynamic), false: always the strided layout).
+// pads_rounds; tune tables before that date timed the per-element tests there), false: each
+// element's own exactness test; DYN: the dynamic schedule where the launcher's size rule takes it
+// (tuning.hpp, exact_dynamic), false: always the strided layout).
 template <class T, core::exact_form F, int B, int U, core::load_hint H, int MB, int A, bool GT = true, bool DYN = true>
 candidate exact_candidate(const char* label, const sweep_buffers& b, int slot) {
   using Op = core::op_exact<T, F, A, GT>;

@@ -256,8 +256,8 @@ __device__ __forceinline__ bool exact_grid_round(exact_acc (&acc)[A], const exac
 //
 // GridTest (narrow inputs): the round's test is exact_grid_round's bound (the dynamic schedule's
 // kernel and the f32 one-deep-block kernel, launch.cuh; the tune's grid-test candidates), partial
-// rounds padded (pads_rounds); false: each element's own exactness test (exact_try_narrow), which the
-// strided kernel and the segmented layer use (it measured as fast or faster there).
+// rounds padded (pads_rounds); false: each element's own exactness test (exact_try_narrow), which
+// the strided kernel and the segmented layer use (it measured as fast or faster there).
 template <class T, exact_form F, int ACCS = 2, bool GridTest = false>
 struct op_exact {
   static constexpr exact_form form = F;

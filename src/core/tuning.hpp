@@ -127,11 +127,11 @@ constexpr bool pipeline_rounds(std::uint64_t bytes, std::uint64_t l2_bytes) {
 constexpr bool deep_reads_memory(std::uint64_t bytes, std::uint64_t l2_bytes) { return bytes > l2_bytes; }
 // The exact f32 sums and means (launch.cuh, launch_exact) of an input that one round of a deep
 // block holds and that fills more than a third of it take one block of the deep shape: all its
-// loads go out at once. Its kernel has the round's grid test
-// (device_exact.cuh, exact_grid_round) for every thread, a thread's partial round padded to a
-// whole one (ops.cuh, pads_rounds). Tune, graph, exact f32 at 2^14, this kernel against the base
-// kernel: H200 2.78 against 2.95 us (2026-11-28 23:24 UTC, docs/data/tune-exact-stats-h200-1128-2325.md),
-// H100 2.81 against 2.97 (2026-11-28 01:44 UTC, docs/data/tune-h100-1128.md). Before the padding
+// loads go out at once. Its kernel has the round's grid test (device_exact.cuh, exact_grid_round)
+// for every thread, a thread's partial round padded to a whole one (ops.cuh, pads_rounds). Tune,
+// graph, exact f32 at 2^14, this kernel against the base kernel: H200 2.78 against 2.95 us
+// (2026-11-28 23:24 UTC, docs/data/tune-exact-stats-h200-1128-2325.md), H100 2.81 against 2.97
+// (2026-11-28 01:44 UTC, docs/data/tune-h100-1128.md). Before the padding
 // the threads of a partial round tested each add, and the window (then from one base round, 8193
 // elements) lost where no thread held a whole round: 12288 elements 3.15 us against base's 2.90
 // (docs/data/ab-small-shapes-h200-1129.md). Padded, in the library against base (`tally bench
@@ -175,12 +175,12 @@ constexpr bool exact_half_blocks(std::uint64_t base_blocks, std::uint64_t sms) {
 // registers, two blocks an SM) 1.91 / 2.15 / 3.03 / 3.74 (base 512 x 4: 1.95 / 2.29 / 3.13 / 3.97;
 // 256 x 4 1.83 / 2.06 / 3.56 / 3.64: its one block holds half of 2^14, which then takes 16
 // blocks). f32 from 2^16 to the window's end (66 base blocks on 132 SMs: 135168 elements), in the
-// library on the H200 (2026-11-29 20:45 UTC, docs/data/ab-exact-padded-h200-1129.md): 2^15 / 100000 /
-// 2^17 elements 3.54 / 3.74 / 3.81 us against base's 3.85 / 3.93 / 3.96. In the library (`tally bench numerics --depth base`
-// against the policy, twice each, H200 2026-11-29 18:31 UTC, docs/data/ab-small-shapes-h200-1129.md):
-// f64 at 6144 / 8192 elements on 12 / 16 narrow blocks 3.67 / 3.70 us against one base block's
-// 3.21 / 3.60, at 2^14 on 32 blocks 3.75 against 4.69. f32 and f64; the other element types keep
-// their shapes (not measured).
+// library on the H200 (2026-11-29 20:45 UTC, docs/data/ab-exact-padded-h200-1129.md): 2^15 /
+// 100000 / 2^17 elements 3.54 / 3.74 / 3.81 us against base's 3.85 / 3.93 / 3.96. In the library
+// (`tally bench numerics --depth base` against the policy, twice each, H200 2026-11-29 18:31 UTC,
+// docs/data/ab-small-shapes-h200-1129.md): f64 at 6144 / 8192 elements on 12 / 16 narrow blocks
+// 3.67 / 3.70 us against one base block's 3.21 / 3.60, at 2^14 on 32 blocks 3.75 against 4.69. f32
+// and f64; the other element types keep their shapes (not measured).
 constexpr shape stats_narrow_shape(int elem_bytes) {
   return elem_bytes == 8 ? shape{256, 4, 2, 2} : shape{256, 8, 1, 2};
 }
