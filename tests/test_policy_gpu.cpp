@@ -127,8 +127,9 @@ TEST(PolicyGpu, DeepShapeOnlyPastTheL2) {
 // the windows and inside them, on data of a wide range (the grid tests fail: the general path
 // adds the round, pads included, and each add of the per-element kernels is tested) and on small
 // integers (the tests hold): the sum equals the exact sum rounded once (the independent
-// reference), and sum and mean are bitwise those of the same call forced to each depth (the exact
-// result does not depend on the grid).
+// reference), and so is the sum of the input one element on (a head off the vectors), and sum
+// and mean are bitwise those of the same call forced to each depth (the exact result does not
+// depend on the grid).
 bool rule_deep_for_exact(dtype t) {  // the rule's depth for the family (then kept at every size)
   options ex;
   ex.mode = accuracy::exact;
@@ -213,6 +214,16 @@ void check_exact_small_shapes(dtype t, bool small_integers) {
       if (o == op::sum) {
         if constexpr (std::is_same_v<T, float>) EXPECT_EQ(ref::bits_of(static_cast<float>(v.f)), ref::bits_of(want.to_float()));
         else EXPECT_EQ(ref::bits_of(v.f), ref::bits_of(want.to_double()));
+      }
+      // One element off the vectors' alignment (a head of 16 / sizeof(T) - 1 elements, which the
+      // last block adds; the padded rounds start past it): the sum of h[1, n).
+      if (o == op::sum && n > 1) {
+        const void* off = static_cast<const char*>(d.get()) + sizeof(T);
+        const value u = reduce_value(off, n - 1, t, o, nullptr, ex);
+        const ref::exact_accumulator want1 = ref::exact_sum(h.data() + 1, n - 1);
+        if constexpr (std::is_same_v<T, float>)
+          EXPECT_EQ(ref::bits_of(static_cast<float>(u.f)), ref::bits_of(want1.to_float())) << "offset by one";
+        else EXPECT_EQ(ref::bits_of(u.f), ref::bits_of(want1.to_double())) << "offset by one";
       }
       for (int forced : {0, 1}) {
         depth_guard gd(forced);
