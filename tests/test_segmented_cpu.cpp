@@ -78,7 +78,15 @@ TEST(SegmentedPlanCpu, StrategyFollowsTheShape) {
   EXPECT_EQ(pl.how, seg::strategy::group);
   EXPECT_EQ(pl.group, 4);
   EXPECT_EQ(pl.unroll, 4);
-  EXPECT_EQ(seg::make_plan(rows(1u << 18, 64), 4, 4, false, h100()).how, seg::strategy::rowtile);
+  EXPECT_EQ(seg::make_plan(rows(1u << 16, 64), 4, 4, false, h100()).how, seg::strategy::rowtile);
+  // Rows of 16 vectors whose lane groups of four make at least two waves of flat blocks (132 x 8
+  // blocks of 64 rows: 135,168 rows): those groups on a flat grid.
+  pl = seg::make_plan(rows(135168, 64), 4, 4, false, h100());
+  EXPECT_EQ(pl.how, seg::strategy::group);
+  EXPECT_EQ(pl.group, 4);
+  EXPECT_TRUE(pl.flat);
+  EXPECT_EQ(pl.blocks, 2112u);
+  EXPECT_EQ(seg::make_plan(rows(135104, 64), 4, 4, false, h100()).how, seg::strategy::rowtile);
   EXPECT_EQ(seg::make_plan(rows(1u << 12, 16), 4, 4, false, h100()).how, seg::strategy::rowtile);
   EXPECT_EQ(seg::make_plan(rows(1u << 20, 512), 4, 4, false, h100()).group, 32);
   EXPECT_EQ(seg::make_plan(rows(1u << 20, 128), 4, 4, false, h100()).group, 8);
@@ -88,14 +96,40 @@ TEST(SegmentedPlanCpu, StrategyFollowsTheShape) {
   EXPECT_EQ(seg::make_plan(rows(16u * 32 * 132 * 64, 16), 4, 4, false, h100()).unroll, 8);
   EXPECT_EQ(seg::make_plan(rows(16u * 32 * 132 * 64 - 1, 16), 4, 4, false, h100()).unroll, 4);
   EXPECT_EQ(seg::make_plan(rows(1u << 20, 16), 4, 4, false, h100()).unroll, 4);
-  EXPECT_EQ(seg::make_plan(rows(1u << 22, 64), 4, 4, false, h100()).unroll, 8);
+  EXPECT_EQ(seg::make_plan(rows(1u << 22, 32), 4, 4, false, h100()).unroll, 8);
   EXPECT_EQ(seg::make_plan(rows(1u << 24, 16), 4, 16, false, h100()).unroll, 4);
   // Ops that commute exactly (sums, means) reduce-scatter their row tiles' steps: four in flight.
   seg::device_limits commuting = h100();
   commuting.commutes = true;
   EXPECT_EQ(seg::make_plan(rows(1u << 24, 16), 4, 4, false, commuting).how, seg::strategy::rowtile);
   EXPECT_EQ(seg::make_plan(rows(1u << 24, 16), 4, 4, false, commuting).unroll, 4);
-  EXPECT_EQ(seg::make_plan(rows(1u << 22, 64), 4, 4, false, commuting).unroll, 4);
+  EXPECT_EQ(seg::make_plan(rows(1u << 22, 32), 4, 4, false, commuting).unroll, 4);
+  // Row tiles and lane groups of many rows take a flat grid (a block for each 8 warps' share of
+  // rows) from two waves of the rule's resident grid (132 SMs x 8 blocks of 256 threads): rows of
+  // 16 f32 (four lanes a row, four steps of eight rows a warp: 256 rows a block) from 540,672 rows;
+  // eight steps (the f32 sum under a non-commuting rule) 512 rows a block; rows of 256 (lane groups
+  // of 16: 16 rows a block) from 33,792.
+  pl = seg::make_plan(rows(1u << 22, 16), 4, 4, false, commuting);
+  EXPECT_TRUE(pl.flat);
+  EXPECT_EQ(pl.blocks, 16384u);
+  pl = seg::make_plan(rows(2 * 1056 * 256, 16), 4, 4, false, commuting);
+  EXPECT_TRUE(pl.flat);
+  EXPECT_EQ(pl.blocks, 2u * 1056);
+  pl = seg::make_plan(rows(2 * 1056 * 256 - 256, 16), 4, 4, false, commuting);
+  EXPECT_FALSE(pl.flat);
+  EXPECT_LE(pl.blocks, 1056u);
+  pl = seg::make_plan(rows(1u << 24, 16), 4, 4, false, h100());
+  EXPECT_TRUE(pl.flat);
+  EXPECT_EQ(pl.unroll, 8);
+  EXPECT_EQ(pl.blocks, (1u << 24) / 512);
+  pl = seg::make_plan(rows(33792, 256), 4, 4, false, commuting);
+  EXPECT_EQ(pl.how, seg::strategy::group);
+  EXPECT_EQ(pl.group, 16);
+  EXPECT_TRUE(pl.flat);
+  EXPECT_EQ(pl.blocks, 2112u);
+  pl = seg::make_plan(rows(33776, 256), 4, 4, false, commuting);
+  EXPECT_FALSE(pl.flat);
+  EXPECT_LE(pl.blocks, 1056u);
   EXPECT_EQ(seg::make_plan(rows(1u << 8, 1024), 4, 4, false, h100()).how, seg::strategy::group);
   pl = seg::make_plan(rows(1u << 17, 2048), 4, 4, false, h100());
   EXPECT_EQ(pl.how, seg::strategy::group);
@@ -889,6 +923,30 @@ TEST(SegmentedPlanCpu, RowCandidatesAreTheRowPlansWithinTheWorkspace) {
   EXPECT_EQ(c64[2].how, seg::strategy::group);
   EXPECT_EQ(c64[2].group, 4);
   EXPECT_EQ(seg::row_candidates(rows(1u << 10, 16), 4, 4, h100()).size(), 2u);
+  // Rows enough for two waves of flat blocks add each row tile and lane group as a flat grid: 2^24
+  // rows of 16 f32 the row tiles u4, u4 flat, u8, u8 flat; 2^18 rows of 256 the lane groups (g4,
+  // g8 and g16 with four loads in flight, g4 and g8 with eight) and those of four as flat grids.
+  const auto c24 = seg::row_candidates(rows(1u << 24, 16), 4, 4, h100());
+  ASSERT_EQ(c24.size(), 4u);
+  for (std::size_t k = 0; k < c24.size(); ++k) {
+    EXPECT_EQ(c24[k].flat, k % 2 == 1) << k;
+    if (k % 2 == 1) {
+      EXPECT_EQ(c24[k].how, c24[k - 1].how);
+      EXPECT_EQ(c24[k].unroll, c24[k - 1].unroll);
+      EXPECT_GT(c24[k].blocks, c24[k - 1].blocks);
+    }
+  }
+  int groups16 = 0, flat16 = 0;
+  for (const seg::plan& p : seg::row_candidates(rows(1u << 18, 256), 4, 4, h100())) {
+    if (p.how != seg::strategy::group) continue;
+    ++(p.flat ? flat16 : groups16);
+    if (p.flat) {
+      EXPECT_EQ(p.unroll, 4);
+      EXPECT_EQ(p.blocks, (1u << 18) * static_cast<unsigned>(p.group) / 256u) << p.group;
+    }
+  }
+  EXPECT_EQ(groups16, 5);
+  EXPECT_EQ(flat16, 3);
   for (const seg::plan& p : c) EXPECT_NE(p.how, seg::strategy::rowtile);
   // The workspace's limits: 4096 rows are more than its 2048 per-segment counters (one block
   // each); 2^20 rows of 2^14 f32 at 4 bytes a partial fill its 4 MiB with one block each.

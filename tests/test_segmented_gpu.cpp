@@ -789,6 +789,82 @@ TEST(SegmentedGpu, LoadsInFlightChangeNoBits) {
   loads_in_flight_same_bits<double>();
 }
 
+// A flat grid (plan::flat: a block for each share of rows its warps take in one pass) reads every
+// row once as the resident grid does, with each row's lanes and order unchanged: every row-tile
+// and lane-group candidate forced both ways on rows enough for several waves of blocks (rows of
+// 16 f32 in a stride of 20, of 4, of 256), a last block short of rows. Random floats: the sums'
+// bits equal; small integers: sums and argmax against the reference.
+TEST(SegmentedGpu, FlatRowGridsGiveTheResidentGridsBits) {
+  TALLY_REQUIRE_GPU();
+  const seg::device_limits lim = this_gpu_limits();
+  // (Under TALLY_TEST_SMALL, 2^16 elements and fewer: one pass for either grid.)
+  const bool small = small_only();
+  const std::uint64_t shapes[][3] = {{small ? 3001 : (1u << 21) + 77, 16, 20},
+                                     {small ? 4003 : (1u << 21) + 5, 4, 4},
+                                     {small ? 255 : (1u << 15) + 3, 256, 256}};
+  for (const auto& sh : shapes) {
+    const std::uint64_t rows = sh[0], cols = sh[1], ld = sh[2];
+    const auto xr = random_vector<float>(rows * ld, test_seed() + cols, -1, 1);
+    const auto xi = small_ints<float>(rows * ld, test_seed() + cols + 1);
+    device_buffer dr(xr.size() * 4), di(xi.size() * 4);
+    dr.upload(xr.data(), xr.size() * 4);
+    di.upload(xi.data(), xi.size() * 4);
+    seg::problem p;
+    p.outer = rows, p.length = cols, p.inner = 1, p.outer_stride = ld;
+    p.aligned16 = reinterpret_cast<std::uintptr_t>(dr.get()) % 16 == 0 && reinterpret_cast<std::uintptr_t>(di.get()) % 16 == 0;
+    // The references of the small integers (exact in f32): sums, and argmax as the first largest.
+    std::vector<double> sum_ref(rows);
+    std::vector<std::int64_t> arg_ref(rows);
+    for (std::uint64_t r = 0; r < rows; ++r) {
+      double s = 0;
+      std::uint64_t best = 0;
+      for (std::uint64_t c = 0; c < cols; ++c) {
+        s += xi[r * ld + c];
+        if (xi[r * ld + c] > xi[r * ld + best]) best = c;
+      }
+      sum_ref[r] = s;
+      arg_ref[r] = static_cast<std::int64_t>(best);
+    }
+    int flats = 0;
+    for (op o : {op::sum, op::argmax}) {
+      for (const seg::plan& c : seg::row_candidates(p, 4, o == op::sum ? 4 : 16, lim)) {
+        if ((c.how != seg::strategy::rowtile && c.how != seg::strategy::group) || c.flat) continue;
+        seg::plan f = c;
+        ASSERT_TRUE(seg::make_flat(f, rows));
+        const std::string what = "rows " + std::to_string(rows) + " x " + std::to_string(cols) + " ld " +
+                                 std::to_string(ld) + " " + to_string(o) + " " + seg::to_string(c.how) + " g" +
+                                 std::to_string(c.group) + " u" + std::to_string(c.unroll) + " flat grid " +
+                                 std::to_string(f.blocks) + " (seed " + std::to_string(test_seed()) + ")";
+        const std::size_t unit = o == op::sum ? 4 : 16;
+        std::vector<unsigned char> h[2];
+        for (int k = 0; k < 2; ++k) {
+          device_buffer out(rows * unit);
+          const forced_plan fp(k == 0 ? c : f);
+          if (o == op::sum) {  // random floats: the two grids' bits
+            reduce_rows(dr.get(), rows, cols, ld, dtype::f32, o, out.get());
+            h[k].resize(rows * unit);
+            out.download(h[k].data(), rows * unit);
+          }
+          reduce_rows(di.get(), rows, cols, ld, dtype::f32, o, out.get());
+          EXPECT_EQ(seg::last_plan().flat, k == 1) << what;
+          const std::vector<value> got = results_to_values(out.get(), rows, dtype::f32, o);
+          std::uint64_t bad = 0, first = rows;
+          for (std::uint64_t r = 0; r < rows; ++r) {
+            const bool ok = o == op::sum ? got[r].as_double() == sum_ref[r] : got[r].index == arg_ref[r];
+            if (!ok && bad++ == 0) first = r;
+          }
+          EXPECT_EQ(bad, 0u) << what << (k == 1 ? " flat" : " resident") << ": first wrong row " << first;
+        }
+        if (o == op::sum) {
+          EXPECT_EQ(std::memcmp(h[0].data(), h[1].data(), rows * 4), 0) << what << ": the grids' bits differ";
+        }
+        ++flats;
+      }
+    }
+    EXPECT_GE(flats, 2) << "rows " << rows << " x " << cols;
+  }
+}
+
 // Every ragged plan the sweep times (lane groups of 1-32 lanes, four and eight loads in flight
 // and four eagerly, chunks of a quarter to four times the rule's) on heavy-tailed in-order
 // segments with empty ones and gaps: small integers (sum, argmax with ties) against the

@@ -113,7 +113,7 @@ cudaError_t cub_half_segments(void* d_temp, std::size_t& bytes, const void* d_in
 // A plan in a table cell: the strategy, the lane group, the blocks per segment.
 // Column tiles add their width in vectors (c32; r: two rounds of loads in flight a lane; lean: the
 // lean kernel), thin plans their vectors per thread (m4), row
-// tiles and lane groups with eight loads in flight u8, split blocks their threads (b256) and the lean kernel (lean);
+// tiles and lane groups with eight loads in flight u8 (a flat grid: flat), split blocks their threads (b256) and the lean kernel (lean);
 // ragged plans their lanes per segment (g)
 // or the tile kernel (tiles) or spans (span: the window in KiB, w, and a lane's longest segment in
 // elements, l; m: the warp folds middle segments from the windows), and the chunk in KiB of f32 (k); pieces their size in KiB of f32 (k);
@@ -139,6 +139,7 @@ std::string plan_cell(const seg::plan& pl) {
                   pl.unroll != 4
               ? " u" + std::to_string(pl.unroll)
               : "") +
+         ((pl.how == seg::strategy::group || pl.how == seg::strategy::rowtile) && pl.flat ? std::string(" flat") : "") +
          (pl.how == seg::strategy::ragged && pl.eager ? std::string(" e") : "") +
          (pl.how == seg::strategy::ragged && pl.span_mid ? std::string(" m") : "");
 }
@@ -336,7 +337,7 @@ report run_segmented_bench(const segmented_bench_options& opt) {
       const seg::plan rule = seg::last_plan();
       std::vector<seg::plan> cands;
       for (const seg::plan& c : candidates_of(rule))
-        if (std::uint64_t(c.blocks) * 16 > rule.blocks) cands.push_back(c);
+        if (std::uint64_t(c.blocks) * 16 > rule.blocks || rule.flat) cands.push_back(c);  // (a flat grid: its resident twin)
       std::vector<call_fn> calls{[&](cudaStream_t s, std::uint64_t) { call(s); }};
       // The plan forced for one call, the rule's again after it (also when the call throws).
       struct forced {
@@ -351,6 +352,7 @@ report run_segmented_bench(const segmented_bench_options& opt) {
       auto same_as_rule = [&](const seg::plan& c) {
         return c.how == rule.how && c.col_vecs == rule.col_vecs && c.per_seg == rule.per_seg && c.col_ring == rule.col_ring &&
                c.col_lean == rule.col_lean && c.split_block == rule.split_block && c.split_lean == rule.split_lean && c.unroll == rule.unroll &&
+               c.flat == rule.flat &&
                c.chunk == rule.chunk && c.tiles == rule.tiles && c.eager == rule.eager && c.span == rule.span &&
                c.stripe == rule.stripe &&
                (c.span == 0 || (c.short_max == rule.short_max && c.span_segs == rule.span_segs &&

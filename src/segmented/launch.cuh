@@ -177,6 +177,12 @@ template <auto Kernel, class Args>
 void go_resident(const Args& a, unsigned blocks, int block, const seg_ctx& c, const char* what) {
   go(Kernel, a, resident_grid<Kernel>(blocks, block, c), block, c, what);
 }
+// Row tiles and lane groups: the plan's flat grid as it is (plan::flat), else a resident one.
+template <auto Kernel, class Args>
+void go_rows(const plan& pl, const Args& a, const seg_ctx& c, const char* what) {
+  if (pl.flat) go(Kernel, a, pl.blocks, kGroupBlock, c, what);
+  else go_resident<Kernel>(a, pl.blocks, kGroupBlock, c, what);
+}
 
 // The span kernel of a plan: its window's shared memory for each warp of a block (dynamic; the
 // kernel may take up to kSpanMaxBytes a warp, and the SM's largest carveout is asked for, so
@@ -268,15 +274,15 @@ bool launch_rows(const plan& pl, const seg_args<T, Op>& a, const seg_ctx& c) {
   switch (pl.how) {
     case strategy::rowtile:
       if (pl.unroll == 8)
-        go_resident<seg_rowtile_kernel<T, Op, kGroupBlock, 8>>(a, pl.blocks, kGroupBlock, c, "launching the segmented row-tile kernel");
+        go_rows<seg_rowtile_kernel<T, Op, kGroupBlock, 8>>(pl, a, c, "launching the segmented row-tile kernel");
       else
-        go_resident<seg_rowtile_kernel<T, Op, kGroupBlock, 4>>(a, pl.blocks, kGroupBlock, c, "launching the segmented row-tile kernel");
+        go_rows<seg_rowtile_kernel<T, Op, kGroupBlock, 4>>(pl, a, c, "launching the segmented row-tile kernel");
       return true;
     case strategy::group:
       if (pl.unroll == 8)
-        go_resident<seg_group_kernel<T, Op, kGroupBlock, 8>>(a, pl.blocks, kGroupBlock, c, "launching the segmented group kernel");
+        go_rows<seg_group_kernel<T, Op, kGroupBlock, 8>>(pl, a, c, "launching the segmented group kernel");
       else
-        go_resident<seg_group_kernel<T, Op, kGroupBlock, 4>>(a, pl.blocks, kGroupBlock, c, "launching the segmented group kernel");
+        go_rows<seg_group_kernel<T, Op, kGroupBlock, 4>>(pl, a, c, "launching the segmented group kernel");
       return true;
     case strategy::split:
       if (pl.split_lean) {

@@ -102,12 +102,15 @@ struct plan {
   strategy how = strategy::group;
   int group = 32;
   unsigned blocks = 0;   // grid of the main launch (group / rowtile: at most one wave of the
-                         // kernel's real occupancy, which the launcher applies: resident_grid)
+                         // kernel's real occupancy, which the launcher applies: resident_grid;
+                         // unless `flat`)
   unsigned per_seg = 1;  // split / columns: blocks sharing one segment or tile
   int split_block = kSplitBlock;  // split: threads per block (kSplitBlock or kSplitBlockSmall)
   bool split_lean = false;        // split: the lean kernel (one kSplitBlockSmall block a row of whole aligned
                                   // vectors, plain ops, fewer than 2^31 rows and vectors a row)
   int unroll = 4;        // group / rowtile: loads (row steps) in flight per lane, 4 or 8 (same bits)
+  bool flat = false;     // group / rowtile: a block for each share of rows its warps take in one pass
+                         // (`blocks` covers the rows once), not a resident grid striding over them
   int col_vecs = 1;      // columns: vectors (of 16 bytes, or single elements) across a tile
   bool vec = true;       // columns / thin: 16-byte loads
   bool col_ring = false; // columns: two rounds of kColumnLoads loads in flight a lane (16-byte loads of
@@ -230,9 +233,15 @@ plan ragged_groups_plan(const problem& p, int elem_bytes, int acc_bytes, const d
 std::vector<plan> column_candidates(const problem& p, int elem_bytes, int acc_bytes, const device_limits& d);
 // Every plan contiguous rows could run with (row tiles with 4 or 8 steps in flight where rows are
 // 1-16 whole vectors; lane groups of 4-32 lanes, with 4 loads in flight and 8 where each lane
-// has eight vectors; split blocks 1-16 per row of 32 vectors or more, within the workspace):
+// has eight vectors; each row tile, and each lane group of four loads in flight, also on a flat
+// grid where that grid holds two waves or more; split blocks 1-16 per row of 32 vectors or more,
+// within the workspace):
 // what `tally bench segmented --sweep` times against the rule's pick.
 std::vector<plan> row_candidates(const problem& p, int elem_bytes, int acc_bytes, const device_limits& d);
+// A row-tile or lane-group plan as a flat grid (plan::flat: a block for each share of rows its warps
+// take in one pass; the rule's for row tiles of many waves). False, the plan unchanged, where that
+// grid would pass 2^31 - 1 blocks.
+bool make_flat(plan& r, std::uint64_t segments);
 // Why a plan forced by the sweep or a test cannot run problem p with these element and
 // accumulator sizes ("": it can). Ragged plans' chunks and tiles size the workspace and the
 // partition, which the kernels trust: they must have been made for this n (chunks and tiles are

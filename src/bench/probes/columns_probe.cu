@@ -219,18 +219,7 @@ int main(int argc, char** argv) {
         CK(cudaFuncGetAttributes(&at, kf));
         char label[128];
         std::snprintf(label, sizeof label, "tally %s c%d x%u [%d regs, grid %zu]", names[k], c, sh, at.numRegs, blocks);
-        vs.push_back({label, [=](cudaStream_t s) {
-                        cudaLaunchConfig_t cfg{};
-                        cfg.gridDim = dim3(unsigned(blocks));
-                        cfg.blockDim = dim3(256);
-                        cfg.stream = s;
-                        cudaLaunchAttribute attr[1];
-                        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-                        attr[0].val.programmaticStreamSerializationAllowed = 1;
-                        cfg.attrs = attr;
-                        cfg.numAttrs = pdl ? 1 : 0;
-                        CK(cudaLaunchKernelEx(&cfg, kf, a));
-                      }});
+        vs.push_back({label, [=](cudaStream_t s) { probe::launch_pdl(kf, unsigned(blocks), 256, s, pdl, a); }});
       }
     };
     for (const kinfo& ki : kKernels) {

@@ -82,6 +82,22 @@ inline float* filled_input(size_t n, int sms) {
   return d;
 }
 
+// A launch of kf<<<grid, block, 0, s>>>(args...) with programmatic dependent launch allowed (as
+// tally's launcher makes every launch) or not: the probes launch tally's own kernels on its terms.
+template <class... Params, class... Args>
+void launch_pdl(void (*kf)(Params...), unsigned grid, int block, cudaStream_t s, bool pdl, Args... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(block);
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  CK(cudaLaunchKernelEx(&cfg, kf, args...));
+}
+
 struct variant {
   std::string name;
   std::function<void(cudaStream_t)> call;

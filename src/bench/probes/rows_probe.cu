@@ -7,13 +7,26 @@
 //                      arrangement), launch bounds of MB blocks an SM, a grid of one block a row
 //   ring               a resident grid walking the rows, the next row's loads issued before this
 //                      row's block reduce (rows of exactly one round, B x V vectors)
+// and, for short rows (2 or 4 16-byte vectors: 2^24 x 16 at 2^28 writes a 4-byte result for every
+// 64 bytes read), row tiles as tally's kernel has them (src/segmented/kernels/rowtile.cuh: m
+// lanes a row, U = 4 steps of 32 / m rows in flight a lane, the steps reduce-scattered, a
+// 128-byte store of 32 results a warp), named for what they change:
+//   tile               the replica (plain stores), a resident grid
+//   tile cs            results stored with st.global.cs (evict-first: written once, not read)
+//   tile ldcs          the rows loaded with ld.global.cs (evict-first) instead of ld.global.nc
+//   tile ring          the next step's loads issued before this step's shuffles and stores
+//   tile no-store      the same reads and shuffles, no results written (the reads alone)
+//   tile a block each  a grid of a block per 8 warps' rows, not a resident one
+//   tally rowtile      tally's own kernel, launched as the library does (PDL, resident grid)
 // and CUB DeviceSegmentedReduce::Sum (begin/end offsets) and DeviceReduce::Sum of the whole
 // matrix, all in one process, graph replay of a batch, every variant in turn in each repetition.
 // Usage: tally_rows_probe [log2 rows log2 cols ...] (default 12 12 14 12 10 14).
 #include <cmath>
+#include <type_traits>
 
 #include "probe_common.cuh"
 #include "probe_cub.cuh"
+#include "segmented/kernels.cuh"  // tally's row-tile kernel, launched here on the same terms
 
 namespace {
 
@@ -107,6 +120,63 @@ __global__ void __launch_bounds__(B, MB)
   }
 }
 
+// Short rows of M 16-byte vectors (M = 2, 4), as tally's row tiles (rowtile.cuh): lane l of a
+// warp reads vector l % M of row l / M of a step of 32 / M rows; U = 4 steps' loads in flight; the
+// steps' partials reduce-scattered over the M lanes of a row (each lane ends with U / M whole
+// rows); the warp's 32 results stored by consecutive lanes. CS: st.global.cs stores; LDCS:
+// ld.global.cs loads; RING: the next step's loads before this step's shuffles; STORE false: no
+// results written (a sum of them kept, written only if it is a value it never takes).
+template <int M, bool CS, bool LDCS, bool RING, bool STORE>
+__global__ void __launch_bounds__(256)
+    tile_kernel(const float4* __restrict__ in, size_t cvec, unsigned rows, float* __restrict__ out) {
+  constexpr int U = 4;
+  static_assert(M == 2 || M == 4, "rows of two or four 16-byte vectors");
+  constexpr unsigned kRowsPerStep = 32 / M;
+  const unsigned lane = threadIdx.x & 31u, lv = lane & (M - 1), gi = lane / M;
+  const size_t warp = (size_t(blockIdx.x) * 256 + threadIdx.x) / 32, warps = size_t(gridDim.x) * 8;
+  const size_t step = warps * kRowsPerStep * U;
+  float4 v[U];
+  const auto load = [&](size_t r0) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const size_t r = r0 + u * kRowsPerStep + gi;
+      const float4* q = in + r * cvec + lv;
+      v[u] = r < rows ? (LDCS ? __ldcs(q) : __ldg(q)) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  };
+  float kept = 0.f;
+  size_t r0 = warp * kRowsPerStep * U;
+  if (RING && r0 < rows) load(r0);
+  for (; r0 < rows; r0 += step) {
+    if (!RING) load(r0);
+    float pa[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) pa[u] = hsum(v[u]);
+    if (RING && r0 + step < rows) load(r0 + step);
+#pragma unroll
+    for (int d = M / 2, h = U / 2; d >= 1; d /= 2, h /= 2) {
+      const bool upper = (lv & unsigned(d)) != 0;
+#pragma unroll
+      for (int i = 0; i < h; ++i) {
+        const float send = upper ? pa[i] : pa[i + h];
+        const float keep = upper ? pa[i + h] : pa[i];
+        pa[i] = keep + __shfl_xor_sync(0xffffffffu, send, d);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < U / M; ++i) {
+      const size_t r = r0 + (size_t(lv) * (U / M) + i) * kRowsPerStep + gi;
+      if (!STORE) {
+        kept += pa[i];
+      } else if (r < rows) {
+        if (CS) __stcs(out + r, pa[i]);
+        else out[r] = pa[i];
+      }
+    }
+  }
+  if (!STORE && kept == -1.f) out[0] = kept;  // never: the input is non-negative
+}
+
 using kernel_t = void (*)(const float4*, size_t, unsigned, float*);
 
 // Dynamic shared memory that leaves room for at most `cap` blocks of kf an SM (0: none).
@@ -179,18 +249,67 @@ int main(int argc, char** argv) {
                       CK(cudaGetLastError());
                     }});
     };
-    add("row 256x4, 4/SM", row_kernel<256, 4, 4, false>, 256, false);
-    add("row 256x4, 8/SM", row_kernel<256, 4, 8, false>, 256, false);
-    add("row 256x4, held to 4/SM", row_kernel<256, 4, 8, false>, 256, false, 4);
-    add("row 256x4, held to 6/SM", row_kernel<256, 4, 8, false>, 256, false, 6);
-    add("row 512x4, held to 2/SM", row_kernel<512, 4, 4, false>, 512, false, 2);
-    add("row 256x4 blocked, 8/SM", row_kernel<256, 4, 8, true>, 256, false);
-    add("row 256x4, 4/SM, resident grid", row_kernel<256, 4, 4, false>, 256, true);
-    add("row 128x8, 8/SM", row_kernel<128, 8, 8, false>, 128, false);
-    add("row 128x8, 16/SM", row_kernel<128, 8, 16, false>, 128, false);
-    add("row 512x2, 4/SM", row_kernel<512, 2, 4, false>, 512, false);
-    add("row 256x8, 4/SM", row_kernel<256, 8, 4, false>, 256, false);
-    add("row 64x16, 16/SM", row_kernel<64, 16, 16, false>, 64, false);
+    if (cvec == 2 || cvec == 4) {
+      // Short rows: tile variants (a resident grid unless said), and tally's own kernel.
+      const auto tiles = [&](auto m) {
+        constexpr int M = decltype(m)::value;
+        add("tile", tile_kernel<M, false, false, false, true>, 256, true);
+        add("tile cs", tile_kernel<M, true, false, false, true>, 256, true);
+        add("tile ldcs", tile_kernel<M, false, true, false, true>, 256, true);
+        add("tile ldcs cs", tile_kernel<M, true, true, false, true>, 256, true);
+        add("tile ring", tile_kernel<M, false, false, true, true>, 256, true);
+        add("tile ring cs", tile_kernel<M, true, false, true, true>, 256, true);
+        add("tile no-store", tile_kernel<M, false, false, false, false>, 256, true);
+        add("tile ring no-store", tile_kernel<M, false, false, true, false>, 256, true);
+        // A block for each 8 warps' 4 steps of rows (the grid covers the rows once).
+        const unsigned rows_block = 8u * (32u / M) * 4u;
+        const auto once = [&](const char* name, kernel_t kf) {
+          const unsigned grid = (rows + rows_block - 1) / rows_block;
+          char label[128];
+          std::snprintf(label, sizeof label, "%s [grid %u]", name, grid);
+          vs.push_back({label, [=](cudaStream_t s) {
+                          kf<<<grid, 256, 0, s>>>(d_vec, cvec, rows, d_out);
+                          CK(cudaGetLastError());
+                        }});
+        };
+        once("tile a block each", tile_kernel<M, false, false, false, true>);
+        once("tile a block each, cs", tile_kernel<M, true, false, false, true>);
+      };
+      if (cvec == 2) tiles(std::integral_constant<int, 2>{});
+      else tiles(std::integral_constant<int, 4>{});
+      // tally's row-tile kernel (four steps), launched as the library launches it: programmatic
+      // dependent launch, a grid of the blocks one wave holds (the occupancy API).
+      using Op = tally::core::op_sum<float>;
+      tally::seg::seg_args<float, Op> a{};
+      a.d_in = d_in;
+      a.d_out = d_out;
+      a.p.outer = rows, a.p.length = cols, a.p.inner = 1, a.p.outer_stride = cols, a.p.aligned16 = true;
+      a.p.span = n;
+      a.group = static_cast<int>(cvec);
+      a.vec = true;
+      constexpr auto kf = tally::seg::seg_rowtile_kernel<float, Op, 256, 4>;
+      int per_sm = 0;
+      CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kf, 256, 0));
+      cudaFuncAttributes at{};
+      CK(cudaFuncGetAttributes(&at, kf));
+      const unsigned grid = std::min<unsigned>(unsigned((size_t(rows) / 4 * cvec + 255) / 256), unsigned(sms * per_sm));
+      char label[128];
+      std::snprintf(label, sizeof label, "tally rowtile (u4, PDL) [%d regs, %d/SM, grid %u]", at.numRegs, per_sm, grid);
+      vs.push_back({label, [=](cudaStream_t s) { probe::launch_pdl(kf, grid, 256, s, true, a); }});
+    } else {
+      add("row 256x4, 4/SM", row_kernel<256, 4, 4, false>, 256, false);
+      add("row 256x4, 8/SM", row_kernel<256, 4, 8, false>, 256, false);
+      add("row 256x4, held to 4/SM", row_kernel<256, 4, 8, false>, 256, false, 4);
+      add("row 256x4, held to 6/SM", row_kernel<256, 4, 8, false>, 256, false, 6);
+      add("row 512x4, held to 2/SM", row_kernel<512, 4, 4, false>, 512, false, 2);
+      add("row 256x4 blocked, 8/SM", row_kernel<256, 4, 8, true>, 256, false);
+      add("row 256x4, 4/SM, resident grid", row_kernel<256, 4, 4, false>, 256, true);
+      add("row 128x8, 8/SM", row_kernel<128, 8, 8, false>, 128, false);
+      add("row 128x8, 16/SM", row_kernel<128, 8, 16, false>, 128, false);
+      add("row 512x2, 4/SM", row_kernel<512, 2, 4, false>, 512, false);
+      add("row 256x8, 4/SM", row_kernel<256, 8, 4, false>, 256, false);
+      add("row 64x16, 16/SM", row_kernel<64, 16, 16, false>, 64, false);
+    }
     if (cvec == 256 * 4) {
       add("ring 256x4, 4/SM", ring_kernel<256, 4, 4>, 256, true);
       add("ring 256x4, 8/SM", ring_kernel<256, 4, 8>, 256, true);
@@ -220,7 +339,9 @@ int main(int argc, char** argv) {
     CK(cudaStreamSynchronize(st));
     for (auto& v : vs) {
       double e = 0;
-      if (v.per_row && &v != &vs[0]) {
+      if (v.name.find("no-store") != std::string::npos) {
+        e = std::nan("");  // writes no results: nothing to check
+      } else if (v.per_row && &v != &vs[0]) {
         CK(cudaMemsetAsync(d_out, 0xff, rows * 4, st));
         v.call(st);
         CK(cudaMemcpyAsync(got.data(), d_out, rows * 4, cudaMemcpyDeviceToHost, st));
