@@ -295,11 +295,12 @@ if has layout; then
   "$bin/tally_layout_probe" ${TALLY_PROBE_SIZES:-28 30 31} >"$out/layout-probe.txt" 2>&1 || status=1
   grep -E "^2\^|CUB Device|dyn 512x16 \(|serial combine|strided 512x4|even 512x8, 5" "$out/layout-probe.txt" | tee -a "$out/summary.txt"
   # Row sums the same way (a block a row at 4 to 16 blocks an SM, arrangements, rings) against
-  # CUB's segmented reduce: what the lean split kernel needs (TALLY_ROWS_PROBE_SHAPES: log2 rows
+  # CUB's segmented reduce: what the lean split kernel needs; and short rows (2^24 x 16: row tiles
+  # with their results written or not, resident or flat grids; TALLY_ROWS_PROBE_SHAPES: log2 rows
   # and log2 cols, pairs).
-  step "rows probe: tally_rows_probe ${TALLY_ROWS_PROBE_SHAPES:-12 12 14 12 10 14}"
-  "$bin/tally_rows_probe" ${TALLY_ROWS_PROBE_SHAPES:-12 12 14 12 10 14} >"$out/rows-probe.txt" 2>&1 || status=1
-  grep -E "^2\^|CUB Device|row 256x4, 8/SM|held to 4" "$out/rows-probe.txt" | tee -a "$out/summary.txt"
+  step "rows probe: tally_rows_probe ${TALLY_ROWS_PROBE_SHAPES:-12 12 14 12 10 14 24 4}"
+  "$bin/tally_rows_probe" ${TALLY_ROWS_PROBE_SHAPES:-12 12 14 12 10 14 24 4} >"$out/rows-probe.txt" 2>&1 || status=1
+  grep -E "^2\^|CUB Device|row 256x4, 8/SM|held to 4|tile \[|tile no-store|a block each \[|tally rowtile" "$out/rows-probe.txt" | tee -a "$out/summary.txt"
   # Column sums (tile widths, shares of the axis, loads in flight, blocks an SM) against CUB's
   # rows of the transposed layout (TALLY_COLUMNS_PROBE_SHAPES: log2 rows and log2 cols, pairs).
   step "columns probe: tally_columns_probe ${TALLY_COLUMNS_PROBE_SHAPES:-12 12 16 4 12 8 8 12}"

@@ -79,8 +79,19 @@ TEST(SegmentedPlanCpu, StrategyFollowsTheShape) {
   EXPECT_EQ(pl.group, 4);
   EXPECT_EQ(pl.unroll, 4);
   EXPECT_EQ(seg::make_plan(rows(1u << 16, 64), 4, 4, false, h100()).how, seg::strategy::rowtile);
-  // Rows of 16 vectors whose lane groups of four make at least two waves of flat blocks (132 x 8
-  // blocks of 64 rows: 135,168 rows): those groups on a flat grid.
+  // Rows of 16 vectors whose lane groups of four make at least two waves of flat blocks (2 x 132 x 8
+  // blocks of 64 rows: from 135,105 rows) take those groups on a flat grid; 2111 blocks' rows do
+  // not. The dot of matching rows keeps its row tiles there (flat).
+  pl = seg::make_plan(rows(1u << 20, 64), 4, 4, false, h100());
+  EXPECT_EQ(pl.how, seg::strategy::group);
+  EXPECT_TRUE(pl.flat);
+  seg::problem dot64 = rows(1u << 20, 64);
+  dot64.d_in2 = reinterpret_cast<const void*>(std::uintptr_t(4096));
+  dot64.outer_stride2 = 64;
+  dot64.aligned16_2 = true;
+  pl = seg::make_plan(dot64, 4, 4, false, h100());
+  EXPECT_EQ(pl.how, seg::strategy::rowtile);
+  EXPECT_TRUE(pl.flat);
   pl = seg::make_plan(rows(135168, 64), 4, 4, false, h100());
   EXPECT_EQ(pl.how, seg::strategy::group);
   EXPECT_EQ(pl.group, 4);
@@ -106,9 +117,9 @@ TEST(SegmentedPlanCpu, StrategyFollowsTheShape) {
   EXPECT_EQ(seg::make_plan(rows(1u << 22, 32), 4, 4, false, commuting).unroll, 4);
   // Row tiles and lane groups of many rows take a flat grid (a block for each 8 warps' share of
   // rows) from two waves of the rule's resident grid (132 SMs x 8 blocks of 256 threads): rows of
-  // 16 f32 (four lanes a row, four steps of eight rows a warp: 256 rows a block) from 540,672 rows;
-  // eight steps (the f32 sum under a non-commuting rule) 512 rows a block; rows of 256 (lane groups
-  // of 16: 16 rows a block) from 33,792.
+  // 16 f32 (four lanes a row, four steps of eight rows a warp: 256 rows a block) from 540,417 rows
+  // (2112 blocks); eight steps (the f32 sum under a non-commuting rule) 512 rows a block; rows of
+  // 256 (lane groups of 16: 16 rows a block) from 33,777.
   pl = seg::make_plan(rows(1u << 22, 16), 4, 4, false, commuting);
   EXPECT_TRUE(pl.flat);
   EXPECT_EQ(pl.blocks, 16384u);

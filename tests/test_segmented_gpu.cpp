@@ -792,7 +792,8 @@ TEST(SegmentedGpu, LoadsInFlightChangeNoBits) {
 // A flat grid (plan::flat: a block for each share of rows its warps take in one pass) reads every
 // row once as the resident grid does, with each row's lanes and order unchanged: every row-tile
 // and lane-group candidate forced both ways on rows enough for several waves of blocks (rows of
-// 16 f32 in a stride of 20, of 4, of 256), a last block short of rows. Random floats: the sums'
+// 16 f32 in a stride of 20, of 4, 32, 64 and 256: row tiles of 4, 1, 8 and 16 lanes a row, four
+// and eight steps, lane groups), a last block short of rows. Random floats: the sums'
 // bits equal; small integers: sums and argmax against the reference.
 TEST(SegmentedGpu, FlatRowGridsGiveTheResidentGridsBits) {
   TALLY_REQUIRE_GPU();
@@ -801,6 +802,8 @@ TEST(SegmentedGpu, FlatRowGridsGiveTheResidentGridsBits) {
   const bool small = small_only();
   const std::uint64_t shapes[][3] = {{small ? 3001 : (1u << 21) + 77, 16, 20},
                                      {small ? 4003 : (1u << 21) + 5, 4, 4},
+                                     {small ? 1001 : (1u << 20) + 9, 32, 32},
+                                     {small ? 999 : (1u << 20) + 3, 64, 64},
                                      {small ? 255 : (1u << 15) + 3, 256, 256}};
   for (const auto& sh : shapes) {
     const std::uint64_t rows = sh[0], cols = sh[1], ld = sh[2];

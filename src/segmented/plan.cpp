@@ -76,16 +76,19 @@ constexpr std::uint64_t kOnceRuleMaxSegmentsPerTile = 256;
 // Rows of at most this many 16-byte vectors (a power of two) run as row tiles.
 constexpr std::uint64_t kRowTileVectors = 16;
 // Row tiles and lane groups take a flat grid (make_flat) where it holds at least this many waves of
-// the rule's resident grid (sms x 8 blocks of 256 threads): on 132 SMs rows of 16 f32 from 540,672
-// (row tiles of four lanes a row, 256 rows a block), of 256 from 33,792 (lane groups of 16, 16 rows
-// a block). `tally bench
-// segmented --sweep-only --sweep-forms rows` (H200, 2026-11-29 22:22 UTC,
-// docs/data/segmented-sweep-h200-rows-flat-1129.md), f32 sums, graph us, the rule's plan flat
-// against resident: at 2^24 elements 2^20 x 16 (row tiles, 4096 flat blocks) 17.89 / 18.38, 2^16 x
-// 256 (g16) 17.88 / 18.37, 2^15 x 512 (g32) 17.71 / 18.20, 2^17 x 128 (g8) 18.24 / 18.75; at 2^28
-// 2^24 x 16 260.1 (91.1% of the read ceiling), 2^20 x 256 246.0 / 254.1, 2^19 x 512 242.4 / 249.7,
-// 2^18 x 1024 238.1 / 245.1, 2^21 x 128 253.1 / 262.6: 2-4% at every shape, none slower. Grids of
-// two to four waves were not measured (2^20 elements give one wave or less: the same grid).
+// the rule's resident grid (sms x 8 blocks of 256 threads; on 132 SMs 2112 blocks): rows of 16 f32
+// from 540,417 (row tiles of four lanes a row, 256 rows a block), of 256 from 33,777 (lane groups of
+// 16, 16 rows a block). `tally bench segmented --sweep-only --sweep-forms rows` (H200, 2026-11-29
+// 22:22 UTC, docs/data/segmented-sweep-h200-rows-flat-1129.md), f32 sums, graph us, flat against
+// resident: at 2^24 elements 2^20 x 16 (row tiles, 4096 flat blocks) 17.89 / 18.38, 2^16 x 256
+// (g16) 17.88 / 18.37, 2^15 x 512 (g32) 17.71 / 18.20, 2^17 x 128 (g8) 18.24 / 18.75; at 2^28 2^24 x
+// 16 260.1 (91.1% of the read ceiling), 2^20 x 256 246.0 / 254.1, 2^19 x 512 242.4 / 249.7, 2^18 x
+// 1024 238.1 / 245.1, 2^21 x 128 253.1 / 262.6: lane groups and row tiles of 1 to 4 vectors 2-4%
+// faster at every shape measured; row tiles of 16 vectors were not (2^22 x 64 at 2^28, 22:30 UTC:
+// 300.1 flat against 294.9), and take lane groups instead (groups_flat in make_plan). Only f32 sums
+// were measured (and dot_rows of 16 and 256 f32 in the table); the other types and ops take the same
+// grids for the same reason (their results' writes). Grids of two to four waves were not measured
+// (2^20 elements give one wave or less: the same grid either way; 2^24 about four).
 constexpr std::uint64_t kRowFlatWaves = 2;
 // Ragged chunks: about eight per resident block of the chunk kernel, 16 KiB to 64 KiB of input
 // (a warp reads a middle segment alone, at a few GB/s: past a chunk, blocks share the work).
@@ -227,33 +230,43 @@ void fill_rowtile(plan& r, std::uint64_t segments, std::uint64_t length, std::ui
   r.why = std::to_string(r.group) + " lane(s) per row of " + std::to_string(length) +
           " elements, one 16-byte vector each: 512 contiguous bytes per warp load";
 }
-// A row-tile or lane-group plan as a flat grid (`plan::flat`; make_flat): a block for each share of
-// rows its warps take in one pass (a warp's U steps of 32 / m rows for row tiles, 32 / g rows for lane
-// groups), so every block reads one contiguous range once and blocks start in the input's order;
-// false (the plan unchanged) where that grid would pass 2^31 - 1 blocks. Why: rows that write a
-// result for every few vectors read (2^24 x 16 f32: 64 MiB of results for 1 GiB) are bound by
-// memory's mix of reads and writes, and a resident grid's blocks drift apart over their rounds.
-// tally_rows_probe (H200, 2026-11-29 22:00 UTC, docs/data/rows-probe-short-h200-1129-2200.txt),
-// the row-tile kernel's body on a resident grid against a block each, graph us: 2^24 x 16 262.3
-// against 258.9 (the reads alone, no stores: 234.4), 2^24 x 8 139.8 against 136.5, 2^22 x 16 67.3
-// against 66.2; tally's kernel on its resident grid 264.7 / 139.4 / 67.8.
+// The blocks of a flat grid (`plan::flat`; make_flat) of a row-tile or lane-group kernel over
+// `segments` rows: a block for each share of rows its warps take in one pass (a warp's U steps of
+// 32 / m rows for row tiles, 32 / g rows for lane groups), so every block reads its rows once and
+// blocks start in the input's order. Why: rows that write a result for every few vectors read
+// (2^24 x 16 f32: 64 MiB of results for 1 GiB) are bound by memory's mix of reads and writes, and
+// a resident grid's blocks drift apart over their rounds. tally_rows_probe (H200, 2026-11-29 22:00
+// UTC, docs/data/rows-probe-short-h200-1129-2200.txt), the row-tile kernel's body on a resident
+// grid against a block each, graph us: 2^24 x 16 262.3 against 258.9 (the reads alone, no stores:
+// 234.4), 2^24 x 8 139.8 against 136.5, 2^22 x 16 67.3 against 66.2; tally's kernel on its
+// resident grid 264.7 / 139.4 / 67.8.
+std::uint64_t flat_share(strategy how, int group, int unroll) {  // rows a block
+  const std::uint64_t g = static_cast<std::uint64_t>(std::max(1, group));
+  const std::uint64_t per_warp = how == strategy::rowtile ? (32 / g) * static_cast<std::uint64_t>(unroll) : 32 / g;
+  return per_warp * static_cast<std::uint64_t>(kGroupBlock / 32);
+}
+std::uint64_t flat_blocks(strategy how, int group, int unroll, std::uint64_t segments) {
+  return ceil_div(std::max<std::uint64_t>(1, segments), flat_share(how, group, unroll));
+}
+// The plan as its flat grid; false (the plan unchanged) where that grid would pass 2^31 - 1 blocks.
 bool flat_grid(plan& r, std::uint64_t segments) {
-  const std::uint64_t g = static_cast<std::uint64_t>(std::max(1, r.group));
-  const std::uint64_t per_warp = r.how == strategy::rowtile ? (32 / g) * static_cast<std::uint64_t>(r.unroll) : 32 / g;
-  const std::uint64_t per_block = per_warp * static_cast<std::uint64_t>(kGroupBlock / 32);
-  const std::uint64_t blocks = ceil_div(std::max<std::uint64_t>(1, segments), per_block);
+  const std::uint64_t blocks = flat_blocks(r.how, r.group, r.unroll, segments);
   if (blocks > 0x7fffffffull) return false;
   r.flat = true;
   r.blocks = static_cast<unsigned>(blocks);
-  r.why += ", a block for each " + std::to_string(per_block) + " rows (a flat grid, not a resident one)";
+  r.why += ", a block for each " + std::to_string(flat_share(r.how, r.group, r.unroll)) + " rows (a flat grid, not a resident one)";
   return true;
 }
-// Whether the flat grid is at least `waves` of the rule's resident grid for this kernel.
-bool flat_waves(const plan& r, std::uint64_t segments, std::uint64_t sms, const device_limits& d, std::uint64_t waves) {
-  plan f = r;
-  if (!flat_grid(f, segments)) return false;
+// Whether a flat grid of these kernel parameters fits and holds at least `waves` of the rule's
+// resident grid (no plan built: make_plan asks on every call).
+bool flat_waves(strategy how, int group, int unroll, std::uint64_t segments, std::uint64_t sms, const device_limits& d,
+                std::uint64_t waves) {
+  const std::uint64_t blocks = flat_blocks(how, group, unroll, segments);
   const std::uint64_t wave = sms * static_cast<std::uint64_t>(std::max(1, d.max_threads_per_sm / kGroupBlock));
-  return f.blocks >= waves * wave;
+  return blocks <= 0x7fffffffull && blocks >= waves * wave;
+}
+bool flat_waves(const plan& r, std::uint64_t segments, std::uint64_t sms, const device_limits& d, std::uint64_t waves) {
+  return flat_waves(r.how, r.group, r.unroll, segments, sms, d, waves);
 }
 
 // Blocks of `block` threads of the split kernel, `per` of them per segment.
@@ -677,12 +690,12 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
   // Short rows of whole aligned vectors: a row tile (but few rows of 16 vectors: lane groups).
   const bool whole_vectors = p.aligned16 && length % vn == 0 && (p.outer_stride * elem_bytes) % 16 == 0 &&
                              (!p.binary() || (p.aligned16_2 && (p.outer_stride2 * elem_bytes) % 16 == 0));
-  // Rows of 16 vectors whose lane groups of four take a flat grid run as those groups instead (same
-  // sweep as kRowFlatWaves: 2^22 x 64 f32 at 2^28 261.5 us against the row tiles' 281.1 flat, 2^18 x
-  // 64 at 2^24 18.71 against 19.28 resident and 19.31 flat; resident, the groups were slower: 19.62).
-  plan g4_flat;
-  fill_group(g4_flat, segments, length, static_cast<int>(g4), sms, d);
-  const bool groups_flat = flat_waves(g4_flat, segments, sms, d, kRowFlatWaves);
+  // Rows of 16 vectors whose lane groups of four take a flat grid run as those groups instead (f32
+  // sums, H200, 2026-11-29 22:30 UTC, docs/data/segmented-sweep-h200-rows-flat-rule-1129.md: 2^22 x
+  // 64 at 2^28 261.5 us against the row tiles' 294.9 resident and 300.1 flat; 2^18 x 64 at 2^24
+  // 18.68 against 19.26 and 19.29; resident, the groups were slower there: 19.59). Not for the dot
+  // of matching rows (its lane groups read a second row: not measured).
+  const bool groups_flat = !p.binary() && flat_waves(strategy::group, static_cast<int>(g4), 4, segments, sms, d, kRowFlatWaves);
   if (whole_vectors && nvec >= 1 && nvec <= kRowTileVectors && pow2_floor(nvec) == nvec &&
       !((few_rows || groups_flat) && nvec >= kFewRowsGroupVectors)) {
     fill_rowtile(r, segments, length, nvec, sms, d);

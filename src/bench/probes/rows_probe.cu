@@ -140,8 +140,8 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const size_t r = r0 + u * kRowsPerStep + gi;
-      const float4* q = in + r * cvec + lv;
-      v[u] = r < rows ? (LDCS ? __ldcs(q) : __ldg(q)) : make_float4(0.f, 0.f, 0.f, 0.f);
+      v[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (r < rows) v[u] = LDCS ? __ldcs(in + r * cvec + lv) : __ldg(in + r * cvec + lv);
     }
   };
   float kept = 0.f;
