@@ -81,7 +81,8 @@ TEST(SegmentedPlanCpu, StrategyFollowsTheShape) {
   EXPECT_EQ(seg::make_plan(rows(1u << 16, 64), 4, 4, false, h100()).how, seg::strategy::rowtile);
   // Rows of 16 vectors whose lane groups of four make at least two waves of flat blocks (2 x 132 x 8
   // blocks of 64 rows: from 135,105 rows) take those groups on a flat grid; 2111 blocks' rows do
-  // not. The dot of matching rows keeps its row tiles there (flat).
+  // not. The dot of matching rows keeps its row tiles there, on the resident grid (16-vector row
+  // tiles were not faster flat).
   pl = seg::make_plan(rows(1u << 20, 64), 4, 4, false, h100());
   EXPECT_EQ(pl.how, seg::strategy::group);
   EXPECT_TRUE(pl.flat);
@@ -91,7 +92,10 @@ TEST(SegmentedPlanCpu, StrategyFollowsTheShape) {
   dot64.aligned16_2 = true;
   pl = seg::make_plan(dot64, 4, 4, false, h100());
   EXPECT_EQ(pl.how, seg::strategy::rowtile);
-  EXPECT_TRUE(pl.flat);
+  EXPECT_FALSE(pl.flat);
+  seg::problem dot16 = dot64;  // rows of 16 f32: row tiles, flat
+  dot16.length = dot16.outer_stride = dot16.outer_stride2 = 16;
+  EXPECT_TRUE(seg::make_plan(dot16, 4, 4, false, h100()).flat);
   pl = seg::make_plan(rows(135168, 64), 4, 4, false, h100());
   EXPECT_EQ(pl.how, seg::strategy::group);
   EXPECT_EQ(pl.group, 4);

@@ -83,12 +83,14 @@ constexpr std::uint64_t kRowTileVectors = 16;
 // resident: at 2^24 elements 2^20 x 16 (row tiles, 4096 flat blocks) 17.89 / 18.38, 2^16 x 256
 // (g16) 17.88 / 18.37, 2^15 x 512 (g32) 17.71 / 18.20, 2^17 x 128 (g8) 18.24 / 18.75; at 2^28 2^24 x
 // 16 260.1 (91.1% of the read ceiling), 2^20 x 256 246.0 / 254.1, 2^19 x 512 242.4 / 249.7, 2^18 x
-// 1024 238.1 / 245.1, 2^21 x 128 253.1 / 262.6: lane groups and row tiles of 1 to 4 vectors 2-4%
-// faster at every shape measured; row tiles of 16 vectors were not (2^22 x 64 at 2^28, 22:30 UTC:
-// 300.1 flat against 294.9), and take lane groups instead (groups_flat in make_plan). Only f32 sums
-// were measured (and dot_rows of 16 and 256 f32 in the table); the other types and ops take the same
-// grids for the same reason (their results' writes). Grids of two to four waves were not measured
-// (2^20 elements give one wave or less: the same grid either way; 2^24 about four).
+// 1024 238.1 / 245.1, 2^21 x 128 253.1 / 262.6: lane groups and row tiles of 4 vectors (and of 2,
+// in tally_rows_probe: flat_blocks) 2-4% faster at every shape measured; row tiles of 16 vectors
+// were not (2^22 x 64 at 2^28, 22:30 UTC: 300.1 flat against 294.9): they keep the resident grid,
+// and one-input ops' rows of 16 vectors take lane groups there instead (groups_flat in make_plan).
+// Only f32 sums were measured (and dot_rows of 16 and 256 f32 in the table); the other types and
+// ops take the same grids for the same reason (their results' writes). Grids of two to four waves
+// were not measured (2^20 elements give one wave or less: the same grid either way; 2^24 about
+// four).
 constexpr std::uint64_t kRowFlatWaves = 2;
 // Ragged chunks: about eight per resident block of the chunk kernel, 16 KiB to 64 KiB of input
 // (a warp reads a middle segment alone, at a few GB/s: past a chunk, blocks share the work).
@@ -706,7 +708,9 @@ plan make_plan(const problem& p, int elem_bytes, int acc_bytes, bool exact, cons
       r.unroll = 8;
       r.why += ", eight rows' loads in flight per lane";
     }
-    if (flat_waves(r, segments, sms, d, kRowFlatWaves)) flat_grid(r, segments);
+    // (Row tiles of 16 vectors, which only the dot of matching rows keeps where the grid would be
+    // flat, were not faster flat: kRowFlatWaves.)
+    if (nvec < kFewRowsGroupVectors && flat_waves(r, segments, sms, d, kRowFlatWaves)) flat_grid(r, segments);
     return r;
   }
   // The 256-thread split kernel runs four blocks per SM (its launch bounds; 62 registers a thread
