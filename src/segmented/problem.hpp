@@ -239,8 +239,8 @@ std::vector<plan> column_candidates(const problem& p, int elem_bytes, int acc_by
 // what `tally bench segmented --sweep` times against the rule's pick.
 std::vector<plan> row_candidates(const problem& p, int elem_bytes, int acc_bytes, const device_limits& d);
 // A row-tile or lane-group plan as a flat grid (plan::flat: a block for each share of rows its warps
-// take in one pass; the rule's for row tiles of many waves). False, the plan unchanged, where that
-// grid would pass 2^31 - 1 blocks.
+// take in one pass; the rule's for row tiles of 1-8 vectors and lane groups whose rows fill two waves
+// of blocks or more). False, the plan unchanged, where that grid would pass 2^31 - 1 blocks.
 bool make_flat(plan& r, std::uint64_t segments);
 // Why a plan forced by the sweep or a test cannot run problem p with these element and
 // accumulator sizes ("": it can). Ragged plans' chunks and tiles size the workspace and the
