@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "bench/cublas_loader.hpp"
+#include "bench/pdl_config.hpp"
 #include "bench/probe.hpp"
 #include "bench/timing.hpp"
 #include "bench/tune_shapes.cuh"
@@ -16,16 +17,8 @@ namespace tally::bench {
 namespace tune {
 
 cudaError_t launch_with_pdl(const void* kernel, void** args, unsigned blocks, int block, cudaStream_t s) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(blocks);
-  cfg.blockDim = dim3(block);
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  return cudaLaunchKernelExC(&cfg, kernel, args);
+  const pdl_config p(blocks, block, s);
+  return cudaLaunchKernelExC(&p.cfg, kernel, args);
 }
 
 unsigned grid_for_shape(const candidate& c, std::uint64_t n, int per_sm, const sweep_buffers& b) {

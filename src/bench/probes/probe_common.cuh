@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "bench/pdl_config.hpp"
+
 #define CK(x)                                                                         \
   do {                                                                                \
     const cudaError_t e_ = (x);                                                       \
@@ -86,16 +88,8 @@ inline float* filled_input(size_t n, int sms) {
 // tally's launcher makes every launch) or not: the probes launch tally's own kernels on its terms.
 template <class... Params, class... Args>
 void launch_pdl(void (*kf)(Params...), unsigned grid, int block, cudaStream_t s, bool pdl, Args... args) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(grid);
-  cfg.blockDim = dim3(block);
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
-  CK(cudaLaunchKernelEx(&cfg, kf, args...));
+  const tally::bench::pdl_config p(grid, block, s, pdl);
+  CK(cudaLaunchKernelEx(&p.cfg, kf, args...));
 }
 
 struct variant {
