@@ -6,7 +6,8 @@
 # (compute-sanitizer memcheck/racecheck/synccheck/initcheck on the tests at small sizes), bench
 # (tally info + tally bench core), numerics (tally bench numerics: argmin/argmax vs CUB, dot vs
 # cuBLAS, accuracy modes, stats, f16/bf16; about 2 minutes), segmented (tally bench segmented), segprof
-# (one segmented plan under ncu: TALLY_PROFILE_PLAN / _FORM / _TOTAL / _SHAPE / _SECTIONS), host
+# (one segmented plan under ncu: TALLY_PROFILE_PLAN / _FORM / _TOTAL / _SHAPE / _SECTIONS; TALLY_PROFILE_SASS=1
+# adds each instruction's warp-stall samples, summed by scripts/sass-stalls.py into segprof-stalls.md), host
 # (tally bench host, tally bench cpu and scripts/host-file-check.py: host memory and files end to end), python
 # (scripts/python-bench.py: tally.sum vs torch and cupy), pytest (the Python tests alone; the test
 # stage runs them too), calls (tally bench calls: the host cost of one small call and of the
@@ -242,6 +243,18 @@ if has segprof; then
     >"$out/segprof.log" 2>&1 || status=1
   grep -E "seg_[a-z_]+kernel|Duration|DRAM Throughput|Issued Ipc|No Eligible|Stall|Warp Cycles Per Issued" "$out/segprof.log" \
     | head -60 | tee -a "$out/summary.txt"
+  if [ -n "${TALLY_PROFILE_SASS:-}" ]; then
+    # Where the warps wait, instruction by instruction (real clocks: --clock-control none): the
+    # SASS with its warp-state samples in segprof-sass.csv, summed by scripts/sass-stalls.py.
+    timeout 400 ncu --clock-control none --profile-from-start off --section SourceCounters -k 'regex:seg_' -f \
+      -o "$out/segprof-src" "$bin/tally" bench segmented --sweep-only --sweep-forms "${TALLY_PROFILE_FORM:-ragged}" \
+      --totals "${TALLY_PROFILE_TOTAL:-28}" --profile-plan "${TALLY_PROFILE_PLAN:-rule}" \
+      ${TALLY_PROFILE_SHAPE:+--profile-shapes "$TALLY_PROFILE_SHAPE"} --profile-reps 1 >>"$out/segprof.log" 2>&1 || status=1
+    ncu -i "$out/segprof-src.ncu-rep" --page source --csv --print-source sass >"$out/segprof-sass.csv" 2>>"$out/segprof.log" \
+      && python3 scripts/sass-stalls.py "$out/segprof-sass.csv" --md >"$out/segprof-stalls.md" || status=1
+    rm -f "$out/segprof-src.ncu-rep"
+    grep -E "^####|^\| long_sb|^\| wait" "$out/segprof-stalls.md" | head -12 | tee -a "$out/summary.txt"
+  fi
 fi
 if has host; then
   step "bench host: host memory end to end (staged, in place, cudaMemcpy + reduce)"
