@@ -340,11 +340,14 @@ class Result:
         return v
 
     def numpy(self):
+        """The results as a numpy array of the result dtype (``.dtype``; bf16 as float32, which holds
+        every bf16 value: numpy has no bfloat16; argmin/argmax: their int64 indices)."""
         import numpy as np
         if self._stats:
             raise TypeError("stats results are records: read them with .tolist()")
         flat = self.tolist() if not self.shape else _flat(self.tolist(), len(self.shape))
-        return np.asarray(flat).reshape(self.shape)
+        code = _TO_CODE[self.dtype]
+        return np.asarray(flat, dtype=np.float32 if code == "bf2" else np.dtype(code)).reshape(self.shape)
 
     def __float__(self):
         return float(self.item())

@@ -413,3 +413,40 @@ def test_torch_tensors_take_the_native_path_after_one_check():
     p = subprocess.run([sys.executable, "-c", _TORCH_STANDIN_SCRIPT], capture_output=True, text=True)
     assert p.returncode == 0, p.stdout + p.stderr
     assert p.stdout.strip().endswith("ok"), p.stdout
+
+
+class _HostResult(tally.Result):
+    """A Result whose values are given (its .tolist() stands in for the read from the GPU)."""
+    __slots__ = ("_values",)
+
+    def tolist(self):
+        return self._values
+
+
+def _host_result(shape, rtype, values, arg=False):
+    r = object.__new__(_HostResult)
+    r.shape, r._rtype, r._arg, r._stats, r._values = tuple(shape), rtype, arg, False, values
+    return r
+
+
+def test_result_numpy_keeps_the_result_dtype():
+    # Result.numpy() gives the result dtype, not what numpy would guess from Python numbers
+    # (float64 for every float, int64 or object for integers).
+    cases = [((2,), "f32", [1.5, -2.0], False, np.float32),
+             ((2, 2), "f16", [[0.5, 65504.0], [-1.0, 2.0 ** -14]], False, np.float16),
+             ((1,), "f64", [0.1], False, np.float64),
+             ((2,), "bf16", [1.0, 3.0e38], False, np.float32),
+             ((3,), "u64", [0, 2 ** 64 - 1, 7], False, np.uint64),
+             ((2,), "i64", [-(2 ** 63), 2 ** 63 - 1], False, np.int64),
+             ((2,), "b8", [True, False], False, np.bool_),
+             ((2,), "f32", [3, 0], True, np.int64),  # argmax: the indices
+             ((0,), "f32", [], False, np.float32)]
+    for shape, rtype, values, arg, want in cases:
+        got = _host_result(shape, rtype, values, arg).numpy()
+        assert got.dtype == want, (rtype, got.dtype)
+        assert got.shape == shape
+        assert got.tolist() == np.asarray(values, dtype=want).reshape(shape).tolist()
+    with pytest.raises(TypeError, match="records"):
+        r = _host_result((1,), "f64", [None])
+        r._stats = True
+        r.numpy()
