@@ -243,17 +243,21 @@ if has segprof; then
     >"$out/segprof.log" 2>&1 || status=1
   grep -E "seg_[a-z_]+kernel|Duration|DRAM Throughput|Issued Ipc|No Eligible|Stall|Warp Cycles Per Issued" "$out/segprof.log" \
     | head -60 | tee -a "$out/summary.txt"
-  if [ -n "${TALLY_PROFILE_SASS:-}" ]; then
+  if [ -n "${TALLY_PROFILE_SASS:-}" ] && [ "${TALLY_PROFILE_SASS}" != 0 ]; then
     # Where the warps wait, instruction by instruction (real clocks: --clock-control none): the
     # SASS with its warp-state samples in segprof-sass.csv, summed by scripts/sass-stalls.py.
     timeout 400 ncu --clock-control none --profile-from-start off --section SourceCounters -k 'regex:seg_' -f \
       -o "$out/segprof-src" "$bin/tally" bench segmented --sweep-only --sweep-forms "${TALLY_PROFILE_FORM:-ragged}" \
       --totals "${TALLY_PROFILE_TOTAL:-28}" --profile-plan "${TALLY_PROFILE_PLAN:-rule}" \
       ${TALLY_PROFILE_SHAPE:+--profile-shapes "$TALLY_PROFILE_SHAPE"} --profile-reps 1 >>"$out/segprof.log" 2>&1 || status=1
-    ncu -i "$out/segprof-src.ncu-rep" --page source --csv --print-source sass >"$out/segprof-sass.csv" 2>>"$out/segprof.log" \
-      && python3 scripts/sass-stalls.py "$out/segprof-sass.csv" --md >"$out/segprof-stalls.md" || status=1
-    rm -f "$out/segprof-src.ncu-rep"
-    grep -E "^####|^\| long_sb|^\| wait" "$out/segprof-stalls.md" | head -12 | tee -a "$out/summary.txt"
+    # The report stays where the export or the summary fails (the evidence).
+    if ncu -i "$out/segprof-src.ncu-rep" --page source --csv --print-source sass >"$out/segprof-sass.csv" 2>>"$out/segprof.log" \
+      && python3 scripts/sass-stalls.py "$out/segprof-sass.csv" --md >"$out/segprof-stalls.md"; then
+      rm -f "$out/segprof-src.ncu-rep"
+      grep -E "^####|^\| long_sb|^\| wait" "$out/segprof-stalls.md" | head -12 | tee -a "$out/summary.txt"
+    else
+      status=1
+    fi
   fi
 fi
 if has host; then

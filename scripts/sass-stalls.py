@@ -12,8 +12,9 @@ dependency; short_sb: shared memory or a shuffle; membar: a memory fence; ...), 
 instructions that drew the most samples, each with its own reasons. One CSV may hold several
 kernels (one header line naming each): each gets its own summary.
 
---check TOTAL_EXECUTED TOTAL_SAMPLES TOP_INDEX exits 1 unless the first kernel's totals and the
-index (in the listing) of its most-sampled instruction are these (the CPU test on
+--check TOTAL_EXECUTED TOTAL_SAMPLES TOP_INDEX (and --check-reasons long_sb=8,wait=6,...) prints
+"check failed" and exits 1 unless the first kernel's totals, the index (in the listing) of its
+most-sampled instruction and those reasons' samples are these (the CPU test on
 tests/data/sass-sample.csv).
 """
 import argparse
@@ -22,20 +23,27 @@ import sys
 
 
 def kernels(path):
-    """(kernel name, header, rows) for each kernel of an ncu source-page CSV."""
-    with open(path, newline="") as f:
+    """(kernel name, header, rows) for each kernel of an ncu source-page CSV. A table starts at a
+    header line (one holding a "Source" column) and ends at the next "Kernel Name" or header line;
+    lines that are not rows of it (ncu's ==WARNING== notes, blank or short lines) are left out."""
+    with open(path, newline="", encoding="utf-8-sig") as f:
         lines = list(csv.reader(f))
-    out, name, header, rows = [], None, None, []
+    out, name, header, rows = [], "?", None, []
     for line in lines:
-        if not line:
+        line = [c for c in line]
+        while line and line[-1] == "":  # ncu ends its "Kernel Name" lines with a comma
+            line.pop()
+        if not line or not any(c.strip() for c in line):
             continue
-        if line[0] == "Kernel Name":
+        if line[0] == "Kernel Name" or "Source" in line:
             if header is not None:
                 out.append((name, header, rows))
-            name, header, rows = line[1] if len(line) > 1 else "?", None, []
-        elif header is None and "Source" in line:
-            header = line
-        elif header is not None:
+                header, rows = None, []
+            if line[0] == "Kernel Name":
+                name = line[1] if len(line) > 1 else "?"
+            else:
+                header = line
+        elif header is not None and len(line) == len(header):
             rows.append(line)
     if header is not None:
         out.append((name, header, rows))
@@ -52,15 +60,21 @@ def summarize(name, header, rows, top):
     reasons = [h for h in header if h.startswith("stall_") and "(Not Issued)" not in h]
 
     def num(r, h):
-        v = r[col[h]].replace(",", "")
-        return int(float(v)) if v not in ("", "-") else 0
+        v = r[col[h]].replace(",", "").strip()
+        try:
+            return int(float(v))
+        except ValueError:  # "", "-", "n/a"
+            return 0
 
     executed = sum(num(r, "Instructions Executed") for r in rows)
     samples = sum(num(r, "Warp Stall Sampling (All Samples)") for r in rows)
     by_reason = {h[len("stall_"):]: sum(num(r, h) for r in rows) for h in reasons}
     reason_total = sum(by_reason.values()) or 1
-    order = sorted(range(len(rows)), key=lambda k: -num(rows[k], "Warp Stall Sampling (All Samples)"))[:top]
+    ranked = sorted(range(len(rows)), key=lambda k: -num(rows[k], "Warp Stall Sampling (All Samples)"))
+    order = ranked[:top]
     return {
+        "most": ranked[0] if ranked else -1,
+        "by_reason": by_reason,
         "name": name,
         "instructions": len(rows),
         "executed": executed,
@@ -86,7 +100,8 @@ def render(s, md):
         out.append("\n| # | instruction | executed | samples | share | reasons |\n|---:|---|---:|---:|---:|---|")
         for k, src, ex, sm, why in s["top"]:
             share = 100.0 * sm / (s["samples"] or 1)
-            out.append(f"| {k} | `{src}` | {ex:,} | {sm:,} | {share:.1f}% | {why} |")
+            cell = src.replace("|", "\\|")  # SASS operands such as |R3| (absolute values)
+            out.append(f"| {k} | `{cell}` | {ex:,} | {sm:,} | {share:.1f}% | {why} |")
         out.append("")
     else:
         out.append(f"{s['name']}")
@@ -103,16 +118,20 @@ def main():
     ap.add_argument("--top", type=int, default=12, help="instructions listed (most samples first; default 12)")
     ap.add_argument("--md", action="store_true", help="Markdown tables")
     ap.add_argument("--check", nargs=3, type=int, metavar=("EXECUTED", "SAMPLES", "TOP_INDEX"))
+    ap.add_argument("--check-reasons", default="", help="with --check: REASON=SAMPLES,... of the first kernel")
     a = ap.parse_args()
     sums = [summarize(n, h, r, a.top) for n, h, r in kernels(a.csv)]
     for s in sums:
         print(render(s, a.md))
     if a.check:
         s = sums[0]
-        most = max(s["top"], key=lambda t: t[3])[0] if s["top"] else -1
-        got = [s["executed"], s["samples"], most]
-        if got != a.check:
-            print(f"check failed: executed, samples, most-sampled index {got}, expected {a.check}", file=sys.stderr)
+        got, want = [s["executed"], s["samples"], s["most"]], list(a.check)
+        for item in filter(None, a.check_reasons.split(",")):
+            reason, n = item.split("=")
+            got.append(s["by_reason"].get(reason, 0))
+            want.append(int(n))
+        if got != want:
+            print(f"check failed: executed, samples, most-sampled index, reasons {got}, expected {want}")
             return 1
     return 0
 

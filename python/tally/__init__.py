@@ -340,14 +340,13 @@ class Result:
         return v
 
     def numpy(self):
-        """The results as a numpy array of the result dtype (``.dtype``; bf16 as float32, which holds
-        every bf16 value: numpy has no bfloat16; argmin/argmax: their int64 indices)."""
+        """The results as a numpy array of the result dtype (``.dtype``: float32 for f32, f16 and bf16
+        inputs' float results, int64 or uint64 for integer sums; argmin/argmax: their int64 indices)."""
         import numpy as np
         if self._stats:
             raise TypeError("stats results are records: read them with .tolist()")
         flat = self.tolist() if not self.shape else _flat(self.tolist(), len(self.shape))
-        code = _TO_CODE[self.dtype]
-        return np.asarray(flat, dtype=np.float32 if code == "bf2" else np.dtype(code)).reshape(self.shape)
+        return np.asarray(flat, dtype=np.dtype(_TO_CODE[self.dtype])).reshape(self.shape)
 
     def __float__(self):
         return float(self.item())
@@ -864,10 +863,9 @@ def reduce_segments(x, offsets, op="sum", *, ends=None, nan="propagate", mode="f
     _out_arg(out, g.host, what, "results are a NumPy array")
     if out is not None:
         _check_out(out, (g.segments,), g.a.dtype, op, g.stream, g.ordinal, what)
-    if g.host and not g.segments:  # what Result.numpy() gives: float64, int64 or bool values
+    if g.host and not g.segments:  # what Result.numpy() gives: the result dtype (argmin/argmax: int64)
         import numpy as np
-        kind = "i" if op in ("argmin", "argmax") else _TO_CODE[p[4]][0]
-        return np.empty(0, np.float64 if kind == "f" else np.bool_ if kind == "b" else np.int64)
+        return np.empty(0, np.int64 if op in ("argmin", "argmax") else np.dtype(_TO_CODE[p[4]]))
     g.place()
     a, s = g.a, g.stream
     res = out if out is not None else Result((g.segments,), a.dtype, op, s, g.ordinal)

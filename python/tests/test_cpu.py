@@ -182,7 +182,7 @@ def test_segment_arguments_are_checked_before_any_gpu_work():
         tally.reduce_segments(x, "0 10")
     with pytest.raises(TypeError, match="unsafe must be True or False"):
         tally.reduce_segments(x, [0, 10], unsafe="no")
-    assert tally.reduce_segments(x, [0]).dtype == np.float64  # no segments: nothing on the GPU
+    assert tally.reduce_segments(x, [0]).dtype == np.float32  # no segments: nothing on the GPU; the result dtype
     assert tally.reduce_segments(x, [4], "argmax").dtype == np.int64
     assert tally.stats_segments(x, [3])["count"] == []
     with pytest.raises(ValueError, match="ddof -2"):
@@ -431,21 +431,26 @@ def _host_result(shape, rtype, values, arg=False):
 
 def test_result_numpy_keeps_the_result_dtype():
     # Result.numpy() gives the result dtype, not what numpy would guess from Python numbers
-    # (float64 for every float, int64 or object for integers).
+    # (float64 for every float, int64 or object for integers). The values are exact in their
+    # dtype, so the array gives them back unchanged.
+    inf, nan = float("inf"), float("nan")
     cases = [((2,), "f32", [1.5, -2.0], False, np.float32),
-             ((2, 2), "f16", [[0.5, 65504.0], [-1.0, 2.0 ** -14]], False, np.float16),
+             ((2, 2), "f32", [[0.5, 1.5 * 2.0 ** 127], [-inf, 2.0 ** -149]], False, np.float32),
              ((1,), "f64", [0.1], False, np.float64),
-             ((2,), "bf16", [1.0, 3.0e38], False, np.float32),
              ((3,), "u64", [0, 2 ** 64 - 1, 7], False, np.uint64),
              ((2,), "i64", [-(2 ** 63), 2 ** 63 - 1], False, np.int64),
+             ((2,), "i32", [-(2 ** 31), 5], False, np.int32),
              ((2,), "b8", [True, False], False, np.bool_),
              ((2,), "f32", [3, 0], True, np.int64),  # argmax: the indices
-             ((0,), "f32", [], False, np.float32)]
+             ((0,), "f32", [], False, np.float32),
+             ((2, 0), "u64", [[], []], False, np.uint64)]
     for shape, rtype, values, arg, want in cases:
         got = _host_result(shape, rtype, values, arg).numpy()
         assert got.dtype == want, (rtype, got.dtype)
         assert got.shape == shape
-        assert got.tolist() == np.asarray(values, dtype=want).reshape(shape).tolist()
+        assert got.tolist() == values, (rtype, got.tolist())
+    got = _host_result((1,), "f32", [nan]).numpy()
+    assert got.dtype == np.float32 and np.isnan(got[0])
     with pytest.raises(TypeError, match="records"):
         r = _host_result((1,), "f64", [None])
         r._stats = True
