@@ -30,7 +30,6 @@ def kernels(path):
         lines = list(csv.reader(f))
     out, name, header, rows = [], "?", None, []
     for line in lines:
-        line = [c for c in line]
         while line and line[-1] == "":  # ncu ends its "Kernel Name" lines with a comma
             line.pop()
         if not line or not any(c.strip() for c in line):

@@ -773,7 +773,7 @@ std::vector<plan> row_candidates(const problem& p, int elem_bytes, int acc_bytes
       fill_rowtile(r, segments, p.length, nvec, sms, d);
       r.unroll = u;
       out.push_back(r);
-      if (flat_waves(r, segments, sms, d, 2) && flat_grid(r, segments)) out.push_back(r);
+      if (flat_waves(r, segments, sms, d, kRowFlatWaves) && flat_grid(r, segments)) out.push_back(r);
     }
   // Lane groups of 4 to 32 lanes, each lane at least one round of 4 vectors; with eight loads in
   // flight where each lane has at least eight vectors.
@@ -783,7 +783,7 @@ std::vector<plan> row_candidates(const problem& p, int elem_bytes, int acc_bytes
     fill_group(r, segments, p.length, g, sms, d);
     out.push_back(r);
     plan f = r;
-    if (flat_waves(f, segments, sms, d, 2) && flat_grid(f, segments)) out.push_back(f);
+    if (flat_waves(f, segments, sms, d, kRowFlatWaves) && flat_grid(f, segments)) out.push_back(f);
     if (static_cast<std::uint64_t>(g) * 8 <= nvec) {
       r.unroll = 8;
       out.push_back(r);
